@@ -1,0 +1,1 @@
+"""Task sets and their verifiers (the success function Omega)."""

@@ -1,0 +1,1 @@
+"""Prefect flows and tasks: collect, annotate (counterfactual, inject), pipeline, backfill, deployments."""

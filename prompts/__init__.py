@@ -1,0 +1,1 @@
+"""Prompt templates (analyzer, perturber, attribution methods) as files, loaded with jinja2."""

@@ -1,0 +1,3 @@
+"""rootstep: who/when failure annotation for LLM multi-agent trajectories."""
+
+__version__ = "0.1.0"

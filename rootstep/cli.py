@@ -1,0 +1,211 @@
+"""The `rootstep` command line.
+
+Each stage that has commands of its own registers a typer sub-app at the bottom of this file.
+Heavy libraries (litellm, prefect, docker) are imported inside commands so `rootstep --help` is fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from rootstep.warehouse import RootstepError, Warehouse, default_location
+
+app = typer.Typer(
+    name="rootstep",
+    help="Who/when failure annotation for LLM multi-agent trajectories.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+import_app = typer.Typer(help="Import trajectories and labels into the warehouse.", no_args_is_help=True)
+export_app = typer.Typer(help="Export the warehouse for other tools.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
+
+console = Console()
+err_console = Console(stderr=True)
+
+WarehouseOption = typer.Option(
+    None,
+    "--warehouse",
+    "-w",
+    envvar="ROOTSTEP_WAREHOUSE",
+    help="Warehouse location: a local path or an fsspec URL. Default ./rootstep-data.",
+    show_default=False,
+)
+
+
+def open_warehouse(location: Optional[str]) -> Warehouse:
+    return Warehouse(location or default_location())
+
+
+def fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def run_cli() -> None:
+    """Entry point that turns rootstep's own errors into a one-line message and exit code 2."""
+    try:
+        app(standalone_mode=True)
+    except RootstepError as exc:  # pragma: no cover - exercised through the console script
+        fail(str(exc))
+
+
+# ---------------------------------------------------------------------------------- import
+
+
+@import_app.command("whowhen")
+def import_whowhen_cmd(
+    paths: list[Path] = typer.Argument(..., help="Who&When JSON files or folders of them (searched recursively)."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Import the valid files and report the rest."),
+    framework: Optional[str] = typer.Option(None, help="Framework for plain traces (Who&When files know theirs)."),
+    benchmark: Optional[str] = typer.Option(None, help="Benchmark for plain traces (Who&When files know theirs)."),
+    warehouse: Optional[str] = WarehouseOption,
+) -> None:
+    """Import Who&When logs (both subsets) or plain traces; labels become human annotations."""
+    from rootstep.warehouse.whowhen import import_paths
+
+    from rootstep._progress import progress_bar
+
+    wh = open_warehouse(warehouse)
+    try:
+        with progress_bar() as bar:
+            report = import_paths(
+                paths, wh, skip_invalid=skip_invalid, framework=framework, benchmark=benchmark, progress=bar
+            )
+    except RootstepError as exc:
+        fail(f"{exc}\nNothing was written. Fix the file or pass --skip-invalid to import the rest.")
+    console.print(
+        f"imported {report.runs_written} runs and {report.labels_written} labels "
+        f"({report.runs_skipped} runs and {report.labels_skipped} labels were already in {wh.location})"
+    )
+    for path, error in report.invalid:
+        err_console.print(f"[yellow]skipped[/] {error}", highlight=False, soft_wrap=True)
+    if report.invalid:
+        err_console.print(f"[yellow]{len(report.invalid)} invalid file(s) skipped[/]")
+
+
+# ---------------------------------------------------------------------------------- export
+
+
+@export_app.command("whowhen")
+def export_whowhen_cmd(
+    out: Path = typer.Argument(..., help="Folder to write Who&When JSON files into."),
+    where: str = typer.Option("true", help="SQL condition over the `runs` view selecting what to export."),
+    warehouse: Optional[str] = WarehouseOption,
+) -> None:
+    """Write runs with their labels as Who&When-format JSON (one file per run)."""
+    from rootstep.warehouse.whowhen import export_whowhen
+
+    wh = open_warehouse(warehouse)
+    n = export_whowhen(wh, out, where=where)
+    console.print(f"wrote {n} Who&When files under {out}")
+
+
+@export_app.command("parquet")
+def export_parquet_cmd(
+    out: Path = typer.Argument(..., help="Folder to write one plain Parquet file per view into."),
+    warehouse: Optional[str] = WarehouseOption,
+) -> None:
+    """Plain (unpartitioned) Parquet of every view: pandas, polars and `datasets` read them as they are."""
+    from rootstep.warehouse.export import export_parquet
+
+    wh = open_warehouse(warehouse)
+    for view, n in export_parquet(wh, out).items():
+        console.print(f"{view:12} {n:>9} rows -> {out / (view + '.parquet')}")
+
+
+@export_app.command("jsonl")
+def export_jsonl_cmd(
+    out: Path = typer.Argument(..., help="JSONL file to write: one trajectory with its label per line."),
+    where: str = typer.Option("true", help="SQL condition over the `runs` view selecting what to export."),
+    warehouse: Optional[str] = WarehouseOption,
+) -> None:
+    """One JSON object per run: the trajectory, its verdict and its label (if any)."""
+    from rootstep.warehouse.export import export_jsonl
+
+    wh = open_warehouse(warehouse)
+    n = export_jsonl(wh, out, where=where)
+    console.print(f"wrote {n} runs to {out}")
+
+
+# ---------------------------------------------------------------------------------- query
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+@app.command("sql")
+def sql_cmd(
+    query: str = typer.Argument(..., help="A DuckDB query over runs, steps, llm_calls, replays, annotations, labels."),
+    format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
+    limit: int = typer.Option(200, help="Rows shown in table format (csv and json print all)."),
+    warehouse: Optional[str] = WarehouseOption,
+) -> None:
+    """Run SQL against the warehouse's DuckDB views."""
+    import duckdb
+
+    from rootstep._render import print_arrow_table
+
+    wh = open_warehouse(warehouse)
+    try:
+        result = wh.query(query)
+    except duckdb.Error as exc:
+        fail(f"SQL: {exc}")
+    if format is OutputFormat.csv:
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(result, sys.stdout.buffer)
+    elif format is OutputFormat.json:
+        sys.stdout.write(json.dumps(result.to_pylist(), default=str, ensure_ascii=False, indent=1) + "\n")
+    else:
+        print_arrow_table(console, result, limit=limit)
+
+
+@app.command("show")
+def show_cmd(
+    run_id: str = typer.Argument(..., help="A run id, or an unambiguous prefix of one."),
+    width: int = typer.Option(600, help="Characters of each step's content shown (0: all)."),
+    warehouse: Optional[str] = WarehouseOption,
+) -> None:
+    """A readable trajectory with its labelled (decisive) step highlighted."""
+    from rootstep._render import print_trajectory
+
+    wh = open_warehouse(warehouse)
+    try:
+        run_id = wh.resolve_run_id(run_id)
+        trajectory = wh.trajectory(run_id)
+    except RootstepError as exc:
+        fail(str(exc))
+    print_trajectory(console, run_id, trajectory, wh.label(run_id), wh.annotations(run_id), width=width)
+
+
+@app.command("stats")
+def stats_cmd(warehouse: Optional[str] = WarehouseOption) -> None:
+    """Counts by framework, benchmark, outcome and label method."""
+    from rootstep._render import print_stats
+
+    print_stats(console, open_warehouse(warehouse))
+
+
+@app.command("vacuum")
+def vacuum_cmd(warehouse: Optional[str] = WarehouseOption) -> None:
+    """Remove what interrupted writes left behind (temporary files, uncommitted steps)."""
+    removed = open_warehouse(warehouse).vacuum()
+    console.print(", ".join(f"{k}: {v}" for k, v in removed.items()))
+
+
+# ---------------------------------------------------------------------------------- stage sub-apps
+# Each stage registers its own sub-app here, e.g.:
+#   from rootstep.sandboxes.cli import app as sandbox_app
+#   app.add_typer(sandbox_app, name="sandbox")

@@ -1,0 +1,1 @@
+"""Docker sandboxes: locally built images, warm container pool, hard limits, local fallback."""

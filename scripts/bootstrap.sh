@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create or update the project's virtual environment in .venv, idempotently.
+# The environment is keyed by a hash of its inputs (pyproject.toml, requirements.lock, this
+# script): when they have not changed, nothing is reinstalled.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+want=$(cat pyproject.toml requirements.lock scripts/bootstrap.sh | sha256sum | cut -c1-16)
+have=$(cat .venv/.rootstep-inputs 2>/dev/null || true)
+if [ "$want" = "$have" ] && [ -x .venv/bin/rootstep ]; then
+  echo "[bootstrap] .venv is up to date ($want)"
+  exit 0
+fi
+echo "[bootstrap] building .venv (inputs $want); the first time takes a few minutes"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+.venv/bin/python -m pip install --progress-bar on -c requirements.lock -e '.[test]'
+echo "$want" > .venv/.rootstep-inputs
+echo "[bootstrap] .venv ready"

@@ -1,0 +1,1 @@
+"""Attribution methods and their scoring against warehouse labels."""

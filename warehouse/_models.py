@@ -1,0 +1,304 @@
+"""The trajectory data model: the contract every stage of rootstep reads and writes.
+
+Step indices are 0-based (as in Who&When). Ids are content-derived: the same trajectory,
+call, replay or label always gets the same id, which is what makes re-imports and re-runs
+idempotent. Timing, token and cost fields never enter an id.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._ids import content_id
+
+StepKind = Literal["agent", "tool", "environment", "human"]
+"""Only `agent` steps are LLM-produced and can be decisive errors; the others are kept all the same."""
+
+AnnotationMethod = Literal["counterfactual", "fault_injection", "human", "imported", "tracer"]
+CallMode = Literal["live", "replayed", "forced", "cached"]
+CallPurpose = Literal["step", "speaker_selection", "parse_retry", "planning", "summary", "other"]
+ReplayPurpose = Literal["counterfactual", "fault_injection", "exact", "other"]
+TaskKind = Literal["coding", "math", "qa", "agentic"]
+
+_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _partition_value(value: str, field: str) -> str:
+    if not _PARTITION_VALUE.match(value):
+        raise ValueError(
+            f"{field} {value!r} must be 1-128 characters of letters, digits, '.', '_', '+', '-' "
+            "(it names a warehouse partition folder)"
+        )
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Verdict(_Model):
+    """The outcome of the success function Omega on one run."""
+
+    success: bool
+    score: float = 0.0
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Task(_Model):
+    """One benchmark task: what an agent system is asked, and what Omega checks it against."""
+
+    benchmark: str
+    task_id: str
+    prompt: str
+    ground_truth: str | None = None
+    verifier: str
+    kind: TaskKind
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
+
+    @property
+    def id(self) -> str:
+        return content_id("task", self.benchmark, self.task_id, self.prompt, self.ground_truth)
+
+
+class Step(_Model):
+    """One step of a trajectory: an agent's LLM-produced action, or a tool/environment/human turn."""
+
+    index: int = Field(ge=0)
+    agent: str = Field(min_length=1)
+    kind: StepKind = "agent"
+    content: str = ""
+    role: str | None = None
+    """The framework's own role label (for example `Orchestrator (-> WebSurfer)`), kept verbatim."""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    observation: str | None = None
+    call_ids: list[str] = Field(default_factory=list)
+    """Gateway call ids that produced this step; empty for tool, environment and human steps."""
+    started_at: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _only_agent_steps_have_calls(self) -> "Step":
+        if self.kind != "agent" and self.call_ids:
+            raise ValueError(f"step {self.index}: a {self.kind} step cannot be produced by LLM calls")
+        return self
+
+    def content_key(self) -> list[Any]:
+        return [self.index, self.agent, self.kind, self.role, self.content, self.tool_calls, self.observation]
+
+
+class Trajectory(_Model):
+    """A run of one framework on one task: ordered steps, the final answer, Omega's verdict, provenance."""
+
+    framework: str
+    benchmark: str
+    task_id: str
+    question: str = ""
+    ground_truth: str | None = None
+    steps: list[Step] = Field(default_factory=list)
+    final_answer: str | None = None
+    verdict: Verdict | None = None
+    model: str | None = None
+    config_hash: str | None = None
+    source: str | None = None
+    """Where the run came from: a file path for imports, `rootstep` for collected runs."""
+    parent_run_id: str | None = None
+    """For a replayed run, the run it re-simulates."""
+    started_at: datetime | None = None
+    duration_s: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
+    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
+
+    @model_validator(mode="after")
+    def _steps_are_ordered(self) -> "Trajectory":
+        for position, step in enumerate(self.steps):
+            if step.index != position:
+                raise ValueError(f"steps[{position}] has index {step.index}; indices must be 0..n-1 in order")
+        return self
+
+    @property
+    def id(self) -> str:
+        return content_id(
+            "run",
+            self.framework,
+            self.benchmark,
+            self.task_id,
+            self.question,
+            self.ground_truth,
+            [s.content_key() for s in self.steps],
+            self.final_answer,
+            self.model,
+            self.config_hash,
+            self.parent_run_id,
+        )
+
+    @property
+    def agents(self) -> list[str]:
+        """Distinct agents in order of first appearance."""
+        return list(dict.fromkeys(s.agent for s in self.steps))
+
+    @property
+    def success(self) -> bool | None:
+        return None if self.verdict is None else self.verdict.success
+
+
+class LLMCall(_Model):
+    """One chat-completion call that went through the gateway, matched on replay by its key."""
+
+    run_id: str
+    framework: str
+    benchmark: str
+    agent: str
+    request_hash: str
+    counter: int = Field(ge=0)
+    """How many earlier calls of this run had the same (agent, request_hash)."""
+    model: str
+    provider: str
+    mode: CallMode = "live"
+    simulated: bool = False
+    """True when a scripted provider produced the response: never a real model's output."""
+    purpose: CallPurpose = "step"
+    step_index: int | None = None
+    request: dict[str, Any] = Field(default_factory=dict)
+    response: dict[str, Any] = Field(default_factory=dict)
+    latency_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
+    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
+
+    @property
+    def id(self) -> str:
+        return content_id("call", self.run_id, self.agent, self.request_hash, self.counter)
+
+
+class Intervention(_Model):
+    """Force `new_content` as the action of step `step` of run `run_id`, then re-simulate."""
+
+    run_id: str
+    step: int = Field(ge=0)
+    new_content: str
+    kind: Literal["fix", "corruption"] = "fix"
+    agent: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class Replay(_Model):
+    """One re-simulation of a run with an intervention, and what Omega said of it."""
+
+    run_id: str
+    framework: str
+    benchmark: str
+    intervention: Intervention | None = None
+    """None for an exact replay of the unmodified run."""
+    purpose: ReplayPurpose
+    result_run_id: str | None = None
+    success_before: bool | None = None
+    success_after: bool | None = None
+    live_calls: int = 0
+    replayed_calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    duration_s: float = 0.0
+    divergence: str | None = None
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
+    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
+
+    @property
+    def flipped(self) -> bool:
+        return (
+            self.success_before is not None
+            and self.success_after is not None
+            and self.success_before != self.success_after
+        )
+
+    @property
+    def id(self) -> str:
+        intervention = None if self.intervention is None else self.intervention.model_dump()
+        return content_id("rpl", self.run_id, self.purpose, intervention, self.result_run_id, self.error)
+
+
+class Evidence(_Model):
+    """Why a label holds: the replays that prove it, the reason, and the fix or corruption applied."""
+
+    reason: str | None = None
+    fix: str | None = None
+    corruption: str | None = None
+    replay_ids: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class Cost(_Model):
+    """What producing one label cost."""
+
+    llm_calls: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+    seconds: float = 0.0
+    replays: int = 0
+
+
+class Annotation(_Model):
+    """A who/when label on a run (or, with status `unresolved`, the record that none was found)."""
+
+    run_id: str
+    framework: str
+    benchmark: str
+    method: AnnotationMethod
+    agent: str | None = None
+    step: int | None = Field(default=None, ge=0)
+    verified: bool = False
+    """Counterfactual: a replay turned failure into success. Fault injection: into failure.
+    Human: a person labelled it. Tracers' predictions are never verified."""
+    status: Literal["labelled", "unresolved"] = "labelled"
+    annotator: str = ""
+    """Who produced the label: a model name, a tracer method, or the human-labelled source."""
+    evidence: Evidence = Field(default_factory=Evidence)
+    cost: Cost = Field(default_factory=Cost)
+    created_at: datetime = Field(default_factory=utcnow)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
+    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
+
+    @model_validator(mode="after")
+    def _labelled_has_who_and_when(self) -> "Annotation":
+        if self.status == "labelled" and (self.agent is None or self.step is None):
+            raise ValueError("a labelled annotation needs both agent and step")
+        if self.status == "unresolved" and self.verified:
+            raise ValueError("an unresolved annotation cannot be verified")
+        return self
+
+    @property
+    def id(self) -> str:
+        return content_id(
+            "ann",
+            self.run_id,
+            self.method,
+            self.annotator,
+            self.agent,
+            self.step,
+            self.status,
+            self.evidence.model_dump(),
+        )

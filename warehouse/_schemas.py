@@ -1,0 +1,366 @@
+"""Arrow schemas of the warehouse tables and the conversion between models and rows.
+
+Every table is hive-partitioned by `framework` and `benchmark`: those two columns live in the
+folder names, not in the files. Nested free-form data (metadata, tool calls, requests) is stored as
+JSON text so any engine can read it (DuckDB: `json_extract`, pandas: `json.loads`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from ._models import (
+    Annotation,
+    Cost,
+    Evidence,
+    Intervention,
+    LLMCall,
+    Replay,
+    Step,
+    Trajectory,
+    Verdict,
+)
+
+PARTITION_COLUMNS = ("framework", "benchmark")
+TS = pa.timestamp("us", tz="UTC")
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _unjson(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "runs": pa.schema(
+        [
+            ("id", pa.string()),
+            ("batch_id", pa.string()),
+            ("task_id", pa.string()),
+            ("question", pa.string()),
+            ("ground_truth", pa.string()),
+            ("final_answer", pa.string()),
+            ("success", pa.bool_()),
+            ("score", pa.float64()),
+            ("verdict_details", pa.string()),
+            ("model", pa.string()),
+            ("config_hash", pa.string()),
+            ("source", pa.string()),
+            ("parent_run_id", pa.string()),
+            ("started_at", TS),
+            ("duration_s", pa.float64()),
+            ("prompt_tokens", pa.int64()),
+            ("completion_tokens", pa.int64()),
+            ("cost_usd", pa.float64()),
+            ("n_steps", pa.int32()),
+            ("agents", pa.list_(pa.string())),
+            ("metadata", pa.string()),
+        ]
+    ),
+    "steps": pa.schema(
+        [
+            ("id", pa.string()),
+            ("run_id", pa.string()),
+            ("batch_id", pa.string()),
+            ("step", pa.int32()),
+            ("agent", pa.string()),
+            ("kind", pa.string()),
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("tool_calls", pa.string()),
+            ("observation", pa.string()),
+            ("call_ids", pa.list_(pa.string())),
+            ("started_at", TS),
+            ("metadata", pa.string()),
+        ]
+    ),
+    "llm_calls": pa.schema(
+        [
+            ("id", pa.string()),
+            ("run_id", pa.string()),
+            ("agent", pa.string()),
+            ("request_hash", pa.string()),
+            ("counter", pa.int32()),
+            ("model", pa.string()),
+            ("provider", pa.string()),
+            ("mode", pa.string()),
+            ("simulated", pa.bool_()),
+            ("purpose", pa.string()),
+            ("step_index", pa.int32()),
+            ("request", pa.string()),
+            ("response", pa.string()),
+            ("latency_s", pa.float64()),
+            ("prompt_tokens", pa.int64()),
+            ("completion_tokens", pa.int64()),
+            ("cost_usd", pa.float64()),
+            ("error", pa.string()),
+            ("created_at", TS),
+        ]
+    ),
+    "replays": pa.schema(
+        [
+            ("id", pa.string()),
+            ("run_id", pa.string()),
+            ("purpose", pa.string()),
+            ("intervention_step", pa.int32()),
+            ("intervention_kind", pa.string()),
+            ("intervention_agent", pa.string()),
+            ("intervention_content", pa.string()),
+            ("intervention_tool_calls", pa.string()),
+            ("result_run_id", pa.string()),
+            ("success_before", pa.bool_()),
+            ("success_after", pa.bool_()),
+            ("flipped", pa.bool_()),
+            ("live_calls", pa.int64()),
+            ("replayed_calls", pa.int64()),
+            ("tokens", pa.int64()),
+            ("cost_usd", pa.float64()),
+            ("duration_s", pa.float64()),
+            ("divergence", pa.string()),
+            ("error", pa.string()),
+            ("created_at", TS),
+        ]
+    ),
+    "annotations": pa.schema(
+        [
+            ("id", pa.string()),
+            ("run_id", pa.string()),
+            ("method", pa.string()),
+            ("agent", pa.string()),
+            ("step", pa.int32()),
+            ("verified", pa.bool_()),
+            ("status", pa.string()),
+            ("annotator", pa.string()),
+            ("reason", pa.string()),
+            ("fix", pa.string()),
+            ("corruption", pa.string()),
+            ("replay_ids", pa.list_(pa.string())),
+            ("notes", pa.list_(pa.string())),
+            ("cost_llm_calls", pa.int64()),
+            ("cost_tokens", pa.int64()),
+            ("cost_usd", pa.float64()),
+            ("cost_seconds", pa.float64()),
+            ("cost_replays", pa.int64()),
+            ("created_at", TS),
+            ("metadata", pa.string()),
+        ]
+    ),
+}
+
+TABLES = tuple(SCHEMAS)
+
+
+def run_row(t: Trajectory, batch_id: str) -> dict[str, Any]:
+    v = t.verdict
+    return {
+        "id": t.id,
+        "framework": t.framework,
+        "benchmark": t.benchmark,
+        "batch_id": batch_id,
+        "task_id": t.task_id,
+        "question": t.question,
+        "ground_truth": t.ground_truth,
+        "final_answer": t.final_answer,
+        "success": None if v is None else v.success,
+        "score": None if v is None else v.score,
+        "verdict_details": None if v is None else _json(v.details),
+        "model": t.model,
+        "config_hash": t.config_hash,
+        "source": t.source,
+        "parent_run_id": t.parent_run_id,
+        "started_at": t.started_at,
+        "duration_s": t.duration_s,
+        "prompt_tokens": t.prompt_tokens,
+        "completion_tokens": t.completion_tokens,
+        "cost_usd": t.cost_usd,
+        "n_steps": len(t.steps),
+        "agents": t.agents,
+        "metadata": _json(t.metadata),
+    }
+
+
+def step_rows(t: Trajectory, run_id: str, batch_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"{run_id}:{s.index}",
+            "framework": t.framework,
+            "benchmark": t.benchmark,
+            "run_id": run_id,
+            "batch_id": batch_id,
+            "step": s.index,
+            "agent": s.agent,
+            "kind": s.kind,
+            "role": s.role,
+            "content": s.content,
+            "tool_calls": _json(s.tool_calls),
+            "observation": s.observation,
+            "call_ids": s.call_ids,
+            "started_at": s.started_at,
+            "metadata": _json(s.metadata),
+        }
+        for s in t.steps
+    ]
+
+
+def trajectory_from_rows(run: dict[str, Any], steps: list[dict[str, Any]]) -> Trajectory:
+    verdict = None
+    if run.get("success") is not None:
+        verdict = Verdict(
+            success=run["success"], score=run["score"] or 0.0, details=_unjson(run["verdict_details"]) or {}
+        )
+    return Trajectory(
+        framework=run["framework"],
+        benchmark=run["benchmark"],
+        task_id=run["task_id"],
+        question=run["question"] or "",
+        ground_truth=run["ground_truth"],
+        final_answer=run["final_answer"],
+        verdict=verdict,
+        model=run["model"],
+        config_hash=run["config_hash"],
+        source=run["source"],
+        parent_run_id=run["parent_run_id"],
+        started_at=run["started_at"],
+        duration_s=run["duration_s"],
+        prompt_tokens=run["prompt_tokens"] or 0,
+        completion_tokens=run["completion_tokens"] or 0,
+        cost_usd=run["cost_usd"] or 0.0,
+        metadata=_unjson(run["metadata"]) or {},
+        steps=[
+            Step(
+                index=s["step"],
+                agent=s["agent"],
+                kind=s["kind"],
+                role=s["role"],
+                content=s["content"] or "",
+                tool_calls=_unjson(s["tool_calls"]) or [],
+                observation=s["observation"],
+                call_ids=list(s["call_ids"] or []),
+                started_at=s["started_at"],
+                metadata=_unjson(s["metadata"]) or {},
+            )
+            for s in sorted(steps, key=lambda s: s["step"])
+        ],
+    )
+
+
+def llm_call_row(c: LLMCall) -> dict[str, Any]:
+    row = c.model_dump(mode="python")
+    row["id"] = c.id
+    row["request"] = _json(c.request)
+    row["response"] = _json(c.response)
+    return row
+
+
+def llm_call_from_row(row: dict[str, Any]) -> LLMCall:
+    data = {k: v for k, v in row.items() if k != "id"}
+    data["request"] = _unjson(row["request"]) or {}
+    data["response"] = _unjson(row["response"]) or {}
+    return LLMCall(**data)
+
+
+def replay_row(r: Replay) -> dict[str, Any]:
+    i = r.intervention
+    return {
+        "id": r.id,
+        "framework": r.framework,
+        "benchmark": r.benchmark,
+        "run_id": r.run_id,
+        "purpose": r.purpose,
+        "intervention_step": None if i is None else i.step,
+        "intervention_kind": None if i is None else i.kind,
+        "intervention_agent": None if i is None else i.agent,
+        "intervention_content": None if i is None else i.new_content,
+        "intervention_tool_calls": None if i is None else _json(i.tool_calls),
+        "result_run_id": r.result_run_id,
+        "success_before": r.success_before,
+        "success_after": r.success_after,
+        "flipped": r.flipped,
+        "live_calls": r.live_calls,
+        "replayed_calls": r.replayed_calls,
+        "tokens": r.tokens,
+        "cost_usd": r.cost_usd,
+        "duration_s": r.duration_s,
+        "divergence": r.divergence,
+        "error": r.error,
+        "created_at": r.created_at,
+    }
+
+
+def replay_from_row(row: dict[str, Any]) -> Replay:
+    intervention = None
+    if row["intervention_step"] is not None:
+        intervention = Intervention(
+            run_id=row["run_id"],
+            step=row["intervention_step"],
+            new_content=row["intervention_content"] or "",
+            kind=row["intervention_kind"],
+            agent=row["intervention_agent"],
+            tool_calls=_unjson(row["intervention_tool_calls"]),
+        )
+    fields = set(Replay.model_fields) - {"intervention"}
+    return Replay(intervention=intervention, **{k: row[k] for k in fields if k in row})
+
+
+def annotation_row(a: Annotation) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "framework": a.framework,
+        "benchmark": a.benchmark,
+        "run_id": a.run_id,
+        "method": a.method,
+        "agent": a.agent,
+        "step": a.step,
+        "verified": a.verified,
+        "status": a.status,
+        "annotator": a.annotator,
+        "reason": a.evidence.reason,
+        "fix": a.evidence.fix,
+        "corruption": a.evidence.corruption,
+        "replay_ids": a.evidence.replay_ids,
+        "notes": a.evidence.notes,
+        "cost_llm_calls": a.cost.llm_calls,
+        "cost_tokens": a.cost.tokens,
+        "cost_usd": a.cost.usd,
+        "cost_seconds": a.cost.seconds,
+        "cost_replays": a.cost.replays,
+        "created_at": a.created_at,
+        "metadata": _json(a.metadata),
+    }
+
+
+def annotation_from_row(row: dict[str, Any]) -> Annotation:
+    return Annotation(
+        run_id=row["run_id"],
+        framework=row["framework"],
+        benchmark=row["benchmark"],
+        method=row["method"],
+        agent=row["agent"],
+        step=row["step"],
+        verified=row["verified"],
+        status=row["status"],
+        annotator=row["annotator"] or "",
+        evidence=Evidence(
+            reason=row["reason"],
+            fix=row["fix"],
+            corruption=row["corruption"],
+            replay_ids=list(row["replay_ids"] or []),
+            notes=list(row["notes"] or []),
+        ),
+        cost=Cost(
+            llm_calls=row["cost_llm_calls"] or 0,
+            tokens=row["cost_tokens"] or 0,
+            usd=row["cost_usd"] or 0.0,
+            seconds=row["cost_seconds"] or 0.0,
+            replays=row["cost_replays"] or 0,
+        ),
+        created_at=row["created_at"],
+        metadata=_unjson(row["metadata"]) or {},
+    )
