@@ -28,8 +28,9 @@ export_app = typer.Typer(help="Export the warehouse for other tools.", no_args_i
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 
-console = Console()
-err_console = Console(stderr=True)
+# Off a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room instead.
+console = Console(width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 WarehouseOption = typer.Option(
     None,
@@ -163,9 +164,12 @@ def sql_cmd(
     except duckdb.Error as exc:
         fail(f"SQL: {exc}")
     if format is OutputFormat.csv:
-        import pyarrow.csv as pacsv
+        import csv
 
-        pacsv.write_csv(result, sys.stdout.buffer)
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(result.column_names)
+        for row in result.to_pylist():
+            writer.writerow(["" if v is None else v for v in row.values()])
     elif format is OutputFormat.json:
         sys.stdout.write(json.dumps(result.to_pylist(), default=str, ensure_ascii=False, indent=1) + "\n")
     else:

@@ -280,7 +280,7 @@ class Warehouse:
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
         with self.connect() as con:
-            return con.execute(sql, params or []).fetch_arrow_table()
+            return con.sql(sql, params=params or None).to_arrow_table()
 
     def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
         return self.query(sql, params).to_pylist()
@@ -303,14 +303,14 @@ class Warehouse:
     def trajectories(self, where: str = "true", params: Sequence[Any] | None = None) -> Iterator[tuple[str, Trajectory]]:
         """(run id, trajectory) for every run matching the SQL condition `where` over the `runs` view."""
         with self.connect() as con:
-            runs = con.execute(f"SELECT * FROM runs WHERE {where} ORDER BY id", params or []).fetch_arrow_table()
+            runs = con.sql(f"SELECT * FROM runs WHERE {where} ORDER BY id", params=params or None).to_arrow_table()
             run_rows = runs.to_pylist()
             for start in range(0, len(run_rows), 500):
                 batch = run_rows[start : start + 500]
                 ids = [r["id"] for r in batch]
-                steps = con.execute(
-                    "SELECT * FROM steps WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, step", [ids]
-                ).fetch_arrow_table().to_pylist()
+                steps = con.sql(
+                    "SELECT * FROM steps WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, step", params=[ids]
+                ).to_arrow_table().to_pylist()
                 by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
                 for s in steps:
                     by_run[s["run_id"]].append(s)

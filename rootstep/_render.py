@@ -1,0 +1,134 @@
+"""Terminal rendering of query results, trajectories and warehouse statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from rootstep.warehouse import Annotation, Trajectory, Warehouse
+
+
+def _cell(value: Any, width: int = 120) -> str:
+    if value is None:
+        return "∅"
+    text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def print_arrow_table(console: Console, table: pa.Table, limit: int = 200, title: str | None = None) -> None:
+    out = Table(title=title, show_lines=False, header_style="bold cyan")
+    for name in table.column_names:
+        out.add_column(name, overflow="fold")
+    for row in table.slice(0, limit).to_pylist():
+        out.add_row(*(escape(_cell(v)) for v in row.values()))
+    console.print(out)
+    shown = min(limit, table.num_rows)
+    console.print(f"[dim]{table.num_rows} row(s){'' if shown == table.num_rows else f', {shown} shown'}[/]")
+
+
+_KIND_STYLE = {"agent": "green", "tool": "blue", "environment": "magenta", "human": "yellow"}
+
+
+def print_trajectory(
+    console: Console,
+    run_id: str,
+    trajectory: Trajectory,
+    label: Annotation | None,
+    annotations: list[Annotation],
+    width: int = 600,
+) -> None:
+    t = trajectory
+    outcome = "unknown" if t.success is None else "success" if t.success else "failure"
+    header = Table.grid(padding=(0, 2))
+    for key, value in [
+        ("run", run_id),
+        ("framework / benchmark", f"{t.framework} / {t.benchmark}"),
+        ("task", t.task_id),
+        ("outcome", outcome),
+        ("model", t.model or "∅"),
+        ("source", t.source or "∅"),
+        ("question", _cell(t.question, 400)),
+        ("ground truth", _cell(t.ground_truth, 200)),
+        ("final answer", _cell(t.final_answer, 200)),
+    ]:
+        header.add_row(f"[bold]{key}[/]", escape(str(value)))
+    console.print(Panel(header, title="trajectory", border_style="cyan"))
+    for step in t.steps:
+        content = step.content if width == 0 else _cell(step.content, width)
+        decisive = label is not None and label.step == step.index
+        title = f"step {step.index} · {escape(step.agent)} · {step.kind}"
+        if step.role and step.role != step.agent:
+            title += f" · {escape(step.role)}"
+        if decisive:
+            title = f"★ DECISIVE ERROR ({label.method}) ★ " + title
+        body = escape(content) or "[dim](empty)[/]"
+        if step.observation:
+            body += "\n[dim]observation:[/] " + escape(_cell(step.observation, width or 10**9))
+        if decisive and label.evidence.reason:
+            body += f"\n\n[bold red]reason:[/] {escape(label.evidence.reason)}"
+        console.print(
+            Panel(
+                body,
+                title=title,
+                title_align="left",
+                border_style="bold red" if decisive else _KIND_STYLE.get(step.kind, "white"),
+            )
+        )
+    if annotations:
+        table = Table(title="annotations", header_style="bold cyan")
+        for column in ("method", "agent", "step", "verified", "status", "annotator", "replays", "llm calls", "usd"):
+            table.add_column(column)
+        for a in annotations:
+            table.add_row(
+                a.method,
+                escape(a.agent or "∅"),
+                "∅" if a.step is None else str(a.step),
+                "yes" if a.verified else "no",
+                a.status,
+                escape(a.annotator),
+                str(a.cost.replays),
+                str(a.cost.llm_calls),
+                f"{a.cost.usd:.4f}",
+            )
+        console.print(table)
+    else:
+        console.print("[dim]no annotations[/]")
+
+
+STATS_QUERIES = {
+    "runs by framework and benchmark": """
+        SELECT framework, benchmark, count(*) AS runs,
+               count(*) FILTER (WHERE success) AS successes,
+               count(*) FILTER (WHERE NOT success) AS failures,
+               count(*) FILTER (WHERE success IS NULL) AS unverified,
+               sum(n_steps) AS steps
+        FROM runs GROUP BY ALL ORDER BY framework, benchmark""",
+    "annotations by method": """
+        SELECT method, status, verified, count(*) AS annotations, count(DISTINCT run_id) AS runs,
+               round(avg(cost_llm_calls), 2) AS avg_llm_calls, round(sum(cost_usd), 4) AS usd
+        FROM annotations GROUP BY ALL ORDER BY method, status, verified""",
+    "labels (latest verified per run)": """
+        SELECT framework, benchmark, method, count(*) AS labels,
+               round(avg(step), 2) AS mean_step
+        FROM labels GROUP BY ALL ORDER BY framework, benchmark, method""",
+}
+
+
+def print_stats(console: Console, warehouse: Warehouse) -> None:
+    with warehouse.connect() as con:
+        for title, sql in STATS_QUERIES.items():
+            print_arrow_table(console, con.sql(sql).to_arrow_table(), title=title)
+        totals = con.execute(
+            "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM steps) AS steps, "
+            "(SELECT count(*) FROM llm_calls) AS llm_calls, (SELECT count(*) FROM replays) AS replays, "
+            "(SELECT count(*) FROM labels) AS labels"
+        ).fetchone()
+    console.print(
+        f"[bold]{warehouse.location}[/]: {totals[0]} runs, {totals[1]} steps, {totals[2]} LLM calls, "
+        f"{totals[3]} replays, {totals[4]} labels"
+    )
