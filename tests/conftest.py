@@ -1,0 +1,37 @@
+"""Shared fixtures: the shared benchmark data (read-only) and fresh warehouses in temp dirs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("ROOTSTEP_SHARED_DATA", REPO.parent / "shared" / "data"))
+WHOWHEN = SHARED_DATA / "whowhen"
+
+
+@pytest.fixture(scope="session")
+def whowhen_dir() -> Path:
+    if not WHOWHEN.is_dir():
+        pytest.skip(f"the shared Who&When data is not at {WHOWHEN} (set ROOTSTEP_SHARED_DATA)")
+    return WHOWHEN
+
+
+@pytest.fixture
+def whowhen_copy(whowhen_dir: Path, tmp_path: Path) -> Path:
+    """A private copy of the Who&When data that a test may change."""
+    target = tmp_path / "whowhen"
+    shutil.copytree(whowhen_dir, target)
+    for path in target.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path):
+    from rootstep.warehouse import Warehouse
+
+    return Warehouse(tmp_path / "wh")

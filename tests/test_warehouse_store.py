@@ -1,0 +1,223 @@
+"""The Parquet + DuckDB store: idempotent writes, views, crash safety, remote (fsspec) locations."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from rootstep.warehouse import Annotation, Intervention, LLMCall, Replay, Step, Trajectory, Verdict, Warehouse
+from rootstep.warehouse.export import export_jsonl, export_parquet
+
+
+def make_run(task: str, n_steps: int = 4, success: bool = False, framework: str = "ag2", benchmark: str = "gsm8k") -> Trajectory:
+    return Trajectory(
+        framework=framework,
+        benchmark=benchmark,
+        task_id=task,
+        question=f"question {task}",
+        ground_truth="42",
+        steps=[Step(index=i, agent=f"agent{i % 2}", content=f"{task} step {i}") for i in range(n_steps)],
+        final_answer="41",
+        verdict=Verdict(success=success),
+    )
+
+
+def label(run: Trajectory, step: int, method: str = "counterfactual", verified: bool = True, at: datetime | None = None, **kw) -> Annotation:
+    return Annotation(
+        run_id=run.id,
+        framework=run.framework,
+        benchmark=run.benchmark,
+        method=method,
+        agent=run.steps[step].agent,
+        step=step,
+        verified=verified,
+        annotator=kw.pop("annotator", "test-analyzer"),
+        created_at=at or datetime.now(timezone.utc),
+        **kw,
+    )
+
+
+def test_write_read_back_and_idempotency(warehouse: Warehouse):
+    runs = [make_run(str(i), success=i % 2 == 0) for i in range(10)] + [make_run("x", framework="smolagents", benchmark="mbpp")]
+    report = warehouse.write_trajectories(runs)
+    assert report.written["runs"] == 11 and report.written["steps"] == 44
+    again = warehouse.write_trajectories(runs + runs)
+    assert again.written["runs"] == 0 and again.skipped["runs"] == 22
+    assert warehouse.count("runs") == 11 and warehouse.count("steps") == 44
+    assert warehouse.count("successes") == 5 and warehouse.count("failures") == 6
+    back = warehouse.trajectory(runs[3].id)
+    assert back == runs[3] and back.id == runs[3].id
+    # hive partitions are folders named after framework and benchmark
+    partitions = sorted(p.relative_to(Path(warehouse.root) / "runs").as_posix() for p in (Path(warehouse.root) / "runs").glob("*/*"))
+    assert partitions == ["framework=ag2/benchmark=gsm8k", "framework=smolagents/benchmark=mbpp"]
+
+
+def test_labels_view_is_latest_verified_label_per_run(warehouse: Warehouse):
+    run, other = make_run("a"), make_run("b")
+    warehouse.write_trajectories([run, other])
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    warehouse.write_annotations(
+        [
+            label(run, 1, method="human", annotator="person", at=t0),
+            label(run, 3, at=t0 + timedelta(hours=1)),
+            label(run, 2, method="tracer", verified=False, annotator="all_at_once", at=t0 + timedelta(hours=2)),
+            Annotation(run_id=other.id, framework="ag2", benchmark="gsm8k", method="counterfactual", status="unresolved", annotator="test-analyzer"),
+        ]
+    )
+    labels = warehouse.rows("SELECT run_id, step, method FROM labels")
+    assert labels == [{"run_id": run.id, "step": 3, "method": "counterfactual"}]
+    assert warehouse.rows("SELECT run_id FROM unresolved") == [{"run_id": other.id}]
+    assert warehouse.label(run.id).step == 3
+    # re-writing the same labels later does not duplicate them
+    warehouse.write_annotations([label(run, 1, method="human", annotator="person")])
+    assert warehouse.count("annotations") == 4
+
+
+def test_llm_calls_and_replays_round_trip(warehouse: Warehouse):
+    run = make_run("a")
+    warehouse.write_trajectories([run])
+    calls = [
+        LLMCall(run_id=run.id, framework="ag2", benchmark="gsm8k", agent="agent0", request_hash="h1", counter=c, model="scripted/x", provider="scripted", simulated=True, request={"messages": [{"role": "user", "content": "hi"}]}, response={"choices": []})
+        for c in range(3)
+    ]
+    assert warehouse.write_llm_calls(calls).written["llm_calls"] == 3
+    assert warehouse.write_llm_calls(calls).written["llm_calls"] == 0
+    replay = Replay(run_id=run.id, framework="ag2", benchmark="gsm8k", purpose="counterfactual", intervention=Intervention(run_id=run.id, step=2, new_content="fixed"), success_before=False, success_after=True, live_calls=2, replayed_calls=3)
+    warehouse.write_replays([replay, replay])
+    rows = warehouse.rows("SELECT flipped, intervention_step, live_calls FROM replays")
+    assert rows == [{"flipped": True, "intervention_step": 2, "live_calls": 2}]
+    assert warehouse.rows("SELECT count(*) AS n, bool_and(simulated) AS sim FROM llm_calls") == [{"n": 3, "sim": True}]
+
+
+def test_empty_warehouse_has_every_view(warehouse: Warehouse):
+    for view in ("runs", "steps", "llm_calls", "replays", "annotations", "labels", "successes", "failures", "unresolved"):
+        assert warehouse.count(view) == 0
+    # the catalog file is a plain DuckDB database other clients can open
+    warehouse.refresh_catalog()
+    con = duckdb.connect(warehouse.catalog, read_only=True)
+    assert con.execute("SELECT count(*) FROM labels").fetchone() == (0,)
+    con.close()
+
+
+def test_crash_between_steps_and_runs_leaves_warehouse_consistent(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
+    warehouse.write_trajectories([make_run("kept")])
+    real_write = Warehouse._write_file
+
+    def crash_on_runs(self, path, table):
+        if "/runs/" in path:
+            raise KeyboardInterrupt("simulated crash after the steps were written")
+        return real_write(self, path, table)
+
+    monkeypatch.setattr(Warehouse, "_write_file", crash_on_runs)
+    with pytest.raises(KeyboardInterrupt):
+        warehouse.write_trajectories([make_run("lost1"), make_run("lost2")])
+    monkeypatch.setattr(Warehouse, "_write_file", real_write)
+
+    # the orphaned steps are on disk but invisible; the warehouse reads as before the crash
+    assert len(list((Path(warehouse.root) / "steps").rglob("*.parquet"))) == 2
+    assert warehouse.count("runs") == 1 and warehouse.count("steps") == 4
+    # re-running the same write completes it without duplicates; vacuum finds nothing left to remove
+    warehouse.write_trajectories([make_run("lost1"), make_run("lost2")])
+    assert warehouse.count("runs") == 3 and warehouse.count("steps") == 12
+    # a different batch containing the same runs is skipped as a whole
+    warehouse.write_trajectories([make_run("lost1"), make_run("new")])
+    assert warehouse.count("runs") == 4 and warehouse.count("steps") == 16
+
+
+def test_orphans_from_a_crashed_batch_are_vacuumed(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
+    real_write = Warehouse._write_file
+
+    def crash_on_runs(self, path, table):
+        if "/runs/" in path:
+            raise OSError("disk full")
+        return real_write(self, path, table)
+
+    monkeypatch.setattr(Warehouse, "_write_file", crash_on_runs)
+    with pytest.raises(OSError):
+        warehouse.write_trajectories([make_run("a"), make_run("b")])
+    monkeypatch.setattr(Warehouse, "_write_file", real_write)
+    warehouse.write_trajectories([make_run("a")])  # another batch: the crashed one's steps stay orphaned
+    assert warehouse.count("steps") == 4
+    assert warehouse.vacuum() == {"tmp_files": 0, "orphan_step_files": 1}
+    assert warehouse.count("steps") == 4 and warehouse.count("runs") == 1
+
+
+def test_killed_writer_leaves_a_readable_warehouse(tmp_path: Path):
+    """SIGKILL a process in the middle of a large write: what is visible is whole, and a re-run completes."""
+    location = tmp_path / "wh"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_warehouse_store import make_run
+        from rootstep.warehouse import Warehouse
+        wh = Warehouse({str(location)!r})
+        runs = [make_run(str(i), n_steps=50) for i in range(4000)]
+        print("writing", flush=True)
+        wh.write_trajectories(runs, chunk_steps=20_000)
+        print("done", flush=True)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    deadline = time.time() + 60
+    while time.time() < deadline and not list((location / "runs").rglob("*.parquet")):
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    warehouse = Warehouse(location)
+    runs, steps = warehouse.count("runs"), warehouse.count("steps")
+    assert steps == runs * 50  # every visible run has all of its steps, no more
+    for path in (location / "steps").rglob("*.parquet"):
+        pq.read_metadata(path)  # no half-written file under a final name
+    sys.path.insert(0, str(Path(__file__).parent))
+    report = warehouse.write_trajectories([make_run(str(i), n_steps=50) for i in range(4000)], chunk_steps=20_000)
+    assert report.skipped["runs"] == runs
+    assert warehouse.count("runs") == 4000 and warehouse.count("steps") == 200_000
+
+
+def test_fsspec_url_location(tmp_path: Path):
+    warehouse = Warehouse("memory://rootstep-test/wh", catalog=str(tmp_path / "catalog.duckdb"))
+    run = make_run("remote")
+    warehouse.write_trajectories([run, run])
+    warehouse.write_annotations([label(run, 2)])
+    assert warehouse.count("runs") == 1 and warehouse.count("steps") == 4
+    assert warehouse.rows("SELECT step FROM labels") == [{"step": 2}]
+    assert warehouse.trajectory(run.id) == run
+
+
+def test_exports_are_plain_files(warehouse: Warehouse, tmp_path: Path):
+    runs = [make_run(str(i)) for i in range(3)]
+    warehouse.write_trajectories(runs)
+    warehouse.write_annotations([label(runs[0], 1)])
+    counts = export_parquet(warehouse, tmp_path / "pq")
+    assert counts["runs"] == 3 and counts["steps"] == 12 and counts["labels"] == 1
+    assert pq.read_table(tmp_path / "pq" / "labels.parquet").column("step").to_pylist() == [1]
+    assert export_jsonl(warehouse, tmp_path / "runs.jsonl") == 3
+    import json
+
+    lines = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    labelled = [r for r in lines if r["label"]]
+    assert len(labelled) == 1 and labelled[0]["label"]["step"] == 1 and labelled[0]["id"] == runs[0].id
+    assert Trajectory.model_validate({k: v for k, v in lines[0].items() if k not in ("id", "label")}).id == lines[0]["id"]
+
+
+def test_resolve_run_id_prefix(warehouse: Warehouse):
+    from rootstep.warehouse import WarehouseError
+
+    run = make_run("a")
+    warehouse.write_trajectories([run])
+    assert warehouse.resolve_run_id(run.id[:10]) == run.id
+    with pytest.raises(WarehouseError, match="no run id starts with"):
+        warehouse.resolve_run_id("run_zzzz")
