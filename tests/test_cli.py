@@ -1,0 +1,92 @@
+"""The `rootstep` command line, run as a user runs it (a real subprocess for the main path)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rootstep.cli import app
+
+runner = CliRunner()
+ROOTSTEP = [sys.executable, "-m", "rootstep"]
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_import_sql_show_stats_export_end_to_end(whowhen_dir: Path, tmp_path: Path):
+    wh = str(tmp_path / "wh")
+    env_args = ["--warehouse", wh]
+    done = subprocess.run([*ROOTSTEP, "import", "whowhen", str(whowhen_dir), *env_args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "imported 138 runs and 138 labels" in done.stdout
+
+    again = subprocess.run([*ROOTSTEP, "import", "whowhen", str(whowhen_dir), *env_args], capture_output=True, text=True)
+    assert "imported 0 runs and 0 labels (138 runs and 138 labels were already" in again.stdout
+
+    count = subprocess.run([*ROOTSTEP, "sql", "select count(*) as n from labels", "-f", "csv", *env_args], capture_output=True, text=True)
+    assert count.stdout.splitlines() == ["n", "138"]
+
+    as_json = invoke("sql", "select framework, count(*) as n from labels group by 1 order by 1", "--format", "json", *env_args)
+    assert json.loads(as_json.stdout) == [{"framework": "captainagent", "n": 126}, {"framework": "magentic-one", "n": 12}]
+
+    table = invoke("sql", "select method, count(*) as n from labels group by 1", *env_args)
+    assert "human" in table.stdout and "138" in table.stdout
+
+    source = str(whowhen_dir / "Hand-Crafted" / "6.json")
+    run_id = json.loads(invoke("sql", f"select id from runs where source = '{source}'", "-f", "json", *env_args).stdout)[0]["id"]
+    shown = invoke("show", run_id[:12], "--width", "80", *env_args)
+    assert shown.exit_code == 0
+    assert "DECISIVE ERROR (human)" in shown.stdout and "step 5" in shown.stdout.split("DECISIVE ERROR")[1][:40]
+
+    stats = invoke("stats", *env_args)
+    assert "captainagent" in stats.stdout and "138 labels" in stats.stdout
+
+    out = tmp_path / "out"
+    assert "wrote 138 Who&When files" in invoke("export", "whowhen", str(out), *env_args).stdout
+    assert json.loads((out / "Hand-Crafted" / "6.json").read_text()) == json.loads(Path(source).read_text())
+    pq_out = invoke("export", "parquet", str(tmp_path / "pq"), *env_args)
+    assert "labels" in pq_out.stdout and (tmp_path / "pq" / "labels.parquet").exists()
+    jsonl = invoke("export", "jsonl", str(tmp_path / "runs.jsonl"), "--where", "framework = 'magentic-one'", *env_args)
+    assert "wrote 12 runs" in jsonl.stdout
+
+
+def test_bad_file_is_reported_and_nothing_is_written(tmp_path: Path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "good.json").write_text(json.dumps({"history": [{"name": "a", "content": "x"}], "mistake_agent": "a", "mistake_step": "0"}))
+    (folder / "bad.json").write_text(json.dumps({"history": [{"name": "a", "content": "x"}], "mistake_agent": "a", "mistake_step": "9"}))
+    wh = str(tmp_path / "wh")
+    failed = subprocess.run([*ROOTSTEP, "import", "whowhen", str(folder), "-w", wh], capture_output=True, text=True)
+    assert failed.returncode == 2
+    assert "bad.json: mistake_step: 9 is outside the history (valid steps are 0..0)" in failed.stderr
+    assert "Nothing was written" in failed.stderr
+    assert invoke("sql", "select count(*) as n from runs", "-f", "csv", "-w", wh).stdout.splitlines() == ["n", "0"]
+
+    skipped = invoke("import", "whowhen", str(folder), "--skip-invalid", "-w", wh)
+    assert "imported 1 runs and 1 labels" in skipped.stdout
+
+
+def test_bad_sql_and_unknown_run_fail_cleanly(tmp_path: Path):
+    wh = str(tmp_path / "wh")
+    bad = invoke("sql", "select nope from labels", "-w", wh)
+    assert bad.exit_code == 2 and "SQL:" in bad.stderr and "nope" in bad.stderr
+    missing = invoke("show", "run_doesnotexist", "-w", wh)
+    assert missing.exit_code == 2 and "no run id starts with 'run_doesnotexist'" in missing.stderr
+
+
+def test_missing_path_is_a_clear_error(tmp_path: Path):
+    result = invoke("import", "whowhen", str(tmp_path / "nowhere"), "-w", str(tmp_path / "wh"))
+    assert result.exit_code == 2 and "nowhere: <path>: no such file or folder" in result.stderr
+
+
+def test_csv_output_quotes_only_when_needed(tmp_path: Path):
+    result = invoke("sql", "select 'a,b' as x, 1 as y, NULL as z", "-f", "csv", "-w", str(tmp_path / "wh"))
+    assert list(csv.reader(io.StringIO(result.stdout))) == [["x", "y", "z"], ["a,b", "1", ""]]
