@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+scripts/sandbox-prereqs.sh
+.venv/bin/rootstep sandbox build --skip-if-no-docker
 .venv/bin/python -m pytest "$@"

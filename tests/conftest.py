@@ -35,3 +35,18 @@ def warehouse(tmp_path: Path):
     from rootstep.warehouse import Warehouse
 
     return Warehouse(tmp_path / "wh")
+
+
+@pytest.fixture(scope="session")
+def docker_sandbox():
+    """A Docker sandbox (warm pool of 2) for @pytest.mark.docker tests; skips with the reason when the
+    daemon is unreachable or the image is not built (`rootstep sandbox build`)."""
+    from rootstep.sandboxes import SandboxUnavailableError
+    from rootstep.sandboxes._docker import DockerSandbox
+
+    try:
+        sandbox = DockerSandbox(pool=2)
+    except SandboxUnavailableError as exc:
+        pytest.skip(f"Docker sandbox unavailable: {exc}")
+    yield sandbox
+    sandbox.close()
