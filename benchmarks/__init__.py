@@ -1,1 +1,67 @@
-"""Task sets and their verifiers (the success function Omega)."""
+"""Task sets and their verifiers (the success function Omega).
+
+    from rootstep.benchmarks import load_tasks, verify
+    tasks = load_tasks("gsm8k", limit=10, seed=0)          # shuffle, slice, limit
+    verdict = verify(tasks[0], "... so the answer is 18.")  # Verdict(success, score, details)
+    verdict = verify(mbpp_task, answer, sandbox=get_sandbox())  # code runs in the sandbox
+
+Verifiers: `numeric`, `math`, `code_tests`, `qa`, `exact`, `gaia` (`get_verifier(name)`).
+Benchmarks: `list_benchmarks()`; a new one is a JSONL file plus a verifier name (`add_benchmark`).
+HotpotQA's paragraphs are searched offline with `search` / `task_search`. See docs/benchmarks.md.
+"""
+
+from ._code import build_program, extract_code
+from ._custom import add_benchmark, validate_file
+from ._errors import BenchmarkError, ValidationError
+from ._gaia import gaia_match
+from ._math import extract_math_answer, last_boxed, math_equal, normalize_latex
+from ._numeric import extract_number, parse_number
+from ._qa import exact_match, f1_score, normalize_answer
+from ._registry import (
+    BenchmarkInfo,
+    VerifierInfo,
+    count_tasks,
+    get_benchmark,
+    get_verifier,
+    list_benchmarks,
+    list_verifiers,
+    load_tasks,
+    select,
+    verifier,
+    verify,
+)
+from ._search import Hit, Paragraph, search, task_search
+
+__all__ = [
+    "BenchmarkError",
+    "BenchmarkInfo",
+    "Hit",
+    "Paragraph",
+    "ValidationError",
+    "VerifierInfo",
+    "add_benchmark",
+    "build_program",
+    "count_tasks",
+    "exact_match",
+    "extract_code",
+    "extract_math_answer",
+    "extract_number",
+    "f1_score",
+    "gaia_match",
+    "get_benchmark",
+    "get_verifier",
+    "last_boxed",
+    "list_benchmarks",
+    "list_verifiers",
+    "load_tasks",
+    "math_equal",
+    "normalize_answer",
+    "normalize_latex",
+    "parse_number",
+    "search",
+    "select",
+    "task_search",
+    "validate_file",
+    "verifier",
+    "verify",
+]

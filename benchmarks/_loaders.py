@@ -1,0 +1,206 @@
+"""Loaders of the math and question-answering benchmarks: GSM8K, MATH-500, HotpotQA, GAIA.
+
+Each loader reads its published file format and returns every task in file order; `load_tasks`
+does the shuffling, slicing and limiting. Nothing is downloaded: the files live under the shared
+data dir (`ROOTSTEP_SHARED_DATA`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from rootstep.warehouse import InputError, Task
+
+from ._registry import BenchmarkInfo, benchmark
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; `InputError` naming file and line otherwise."""
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(str(path), f"line {number}", f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise InputError(str(path), f"line {number}", f"expected a JSON object, found {type(row).__name__}")
+            yield number, row
+
+
+def require(row: dict[str, Any], field: str, path: Path, line: int | str, kind: type = str) -> Any:
+    if field not in row:
+        raise InputError(str(path), f"line {line}: {field}", "missing")
+    if not isinstance(row[field], kind):
+        raise InputError(str(path), f"line {line}: {field}", f"expected {kind.__name__}, found {type(row[field]).__name__}")
+    return row[field]
+
+
+GSM8K = BenchmarkInfo(
+    name="gsm8k",
+    title="GSM8K test split (grade-school math word problems)",
+    kind="math",
+    verifier="numeric",
+    licence="MIT (Copyright (c) 2021 OpenAI)",
+    source="github.com/openai/grade-school-math grade_school_math/data/test.jsonl",
+    files=("gsm8k/test.jsonl",),
+)
+
+
+@benchmark(GSM8K)
+def load_gsm8k(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
+    """`{"question", "answer"}`; the final answer follows `#### `. task_id is `test-<0-based line index>`."""
+    tasks = []
+    for index, (line, row) in enumerate(read_jsonl(paths[0])):
+        solution = require(row, "answer", paths[0], line)
+        if "####" not in solution:
+            raise InputError(str(paths[0]), f"line {line}: answer", "has no '#### <final answer>'")
+        tasks.append(
+            Task(
+                benchmark=info.name,
+                task_id=f"test-{index}",
+                prompt=require(row, "question", paths[0], line),
+                ground_truth=solution.rsplit("####", 1)[1].strip(),
+                verifier=info.verifier,
+                kind=info.kind,
+                metadata={"solution": solution, "line": line},
+            )
+        )
+    return tasks
+
+
+MATH500 = BenchmarkInfo(
+    name="math500",
+    title="MATH-500 (the PRM800K subset of the MATH test set)",
+    kind="math",
+    verifier="math",
+    licence="MIT (MATH, Hendrycks et al. 2021; MATH-500 subset from openai/prm800k)",
+    source="huggingface.co/datasets/HuggingFaceH4/MATH-500 test.jsonl",
+    files=("math500/test.jsonl",),
+)
+
+
+@benchmark(MATH500)
+def load_math500(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
+    """`{"problem", "solution", "answer", "subject", "level", "unique_id"}`; task_id is `unique_id`."""
+    tasks = []
+    for line, row in read_jsonl(paths[0]):
+        tasks.append(
+            Task(
+                benchmark=info.name,
+                task_id=require(row, "unique_id", paths[0], line),
+                prompt=require(row, "problem", paths[0], line),
+                ground_truth=require(row, "answer", paths[0], line),
+                verifier=info.verifier,
+                kind=info.kind,
+                metadata={k: row[k] for k in ("solution", "subject", "level") if k in row},
+            )
+        )
+    return tasks
+
+
+HOTPOTQA = BenchmarkInfo(
+    name="hotpotqa",
+    title="HotpotQA dev, distractor setting (context paragraphs as an offline search tool)",
+    kind="qa",
+    verifier="qa",
+    licence="CC BY-SA 4.0",
+    source="hotpotqa.github.io hotpot_dev_distractor_v1.json",
+    files=("hotpotqa/hotpot_dev_distractor_v1.json",),
+)
+
+
+def _hotpot_rows(path: Path) -> Iterator[tuple[int | str, dict[str, Any]]]:
+    if path.suffix == ".jsonl":
+        yield from read_jsonl(path)
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise InputError(str(path), "(top level)", "expected a JSON array of questions")
+    for index, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise InputError(str(path), f"[{index}]", "expected a JSON object")
+        yield f"[{index}]", row
+
+
+@benchmark(HOTPOTQA)
+def load_hotpotqa(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
+    """The official JSON array (or JSONL) of `{"_id", "question", "answer", "context", "supporting_facts",
+    "type", "level"}`; `context` is `[[title, [sentence, ...]], ...]` and becomes `metadata["paragraphs"]`
+    (`[{"title", "sentences"}]`), which `rootstep.benchmarks.search` ranks. The prompt holds only the
+    question: agents reach the paragraphs through the search tool."""
+    tasks = []
+    for where, row in _hotpot_rows(paths[0]):
+        context = require(row, "context", paths[0], where, list)
+        paragraphs = []
+        for i, item in enumerate(context):
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], list)):
+                raise InputError(str(paths[0]), f"line {where}: context[{i}]", "expected [title, [sentences]]")
+            paragraphs.append({"title": item[0], "sentences": [str(s) for s in item[1]]})
+        tasks.append(
+            Task(
+                benchmark=info.name,
+                task_id=require(row, "_id", paths[0], where),
+                prompt=require(row, "question", paths[0], where),
+                ground_truth=require(row, "answer", paths[0], where),
+                verifier=info.verifier,
+                kind=info.kind,
+                metadata={
+                    "paragraphs": paragraphs,
+                    "supporting_facts": row.get("supporting_facts", []),
+                    "type": row.get("type"),
+                    "level": row.get("level"),
+                },
+            )
+        )
+    return tasks
+
+
+GAIA = BenchmarkInfo(
+    name="gaia",
+    title="GAIA validation (general AI assistants; questions with attached files)",
+    kind="agentic",
+    verifier="gaia",
+    licence="GAIA dataset terms (gated on Hugging Face; answers must not be redistributed in crawlable form)",
+    source="huggingface.co/datasets/gaia-benchmark/GAIA 2023/validation/metadata.jsonl",
+    files=("gaia/2023/validation/metadata.jsonl",),
+)
+
+
+@benchmark(GAIA)
+def load_gaia(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
+    """`metadata.jsonl` rows `{"task_id", "Question", "Level", "Final answer", "file_name", "Annotator Metadata"}`.
+    An attached file (`file_name`) is resolved next to metadata.jsonl into `metadata["file_path"]`;
+    a missing attachment is an error. A `Final answer` of `?` (the hidden test split) gives
+    `ground_truth=None`."""
+    tasks = []
+    folder = paths[0].parent
+    for line, row in read_jsonl(paths[0]):
+        answer = row.get("Final answer")
+        meta: dict[str, Any] = {"level": row.get("Level")}
+        file_name = row.get("file_name") or ""
+        if file_name:
+            file_path = folder / file_name
+            if not file_path.exists():
+                raise InputError(str(paths[0]), f"line {line}: file_name", f"attachment {file_path} does not exist")
+            meta |= {"file_name": file_name, "file_path": str(file_path)}
+        if isinstance(row.get("Annotator Metadata"), dict):
+            meta["annotator_metadata"] = row["Annotator Metadata"]
+        tasks.append(
+            Task(
+                benchmark=info.name,
+                task_id=require(row, "task_id", paths[0], line),
+                prompt=require(row, "Question", paths[0], line),
+                ground_truth=None if answer in (None, "?") else str(answer),
+                verifier=info.verifier,
+                kind=info.kind,
+                metadata=meta,
+            )
+        )
+    return tasks
