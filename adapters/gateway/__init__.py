@@ -1,0 +1,107 @@
+"""The LLM gateway: one local OpenAI-compatible endpoint that records, replays and intervenes.
+
+Every framework is pointed at `/run/<run_id>/agent/<agent>/v1`. In record mode calls go to the real
+model through litellm and are journaled as `LLMCall` rows; in replay mode the recorded prefix is served,
+the intervention forced, and later calls go live. See docs/gateway.md.
+
+Public face:
+- `Gateway`, `RunContext`, `RunStats`, `CallMeta`: the core and a run's context.
+- `GatewayServer`, `create_app`: the HTTP server, in a thread or (`rootstep gateway serve`) a process.
+- `ReplayDivergence`, `ReplayPlan`, `forced_response`, `intervention_position`: replay.
+- `Journal`: the fsync'd per-run JSONL journal; `ResponseCache`: the opt-in temperature-0 cache.
+- `register_script`, `Script`: the `scripted/<name>` provider; `LocalLLM`: the offline `local/` provider.
+- `request_hash`, `canonical_request`, `redact`: hashing and secret stripping.
+"""
+
+import os as _os
+
+# litellm fetches its price table from the network at import unless told not to; no network here.
+_os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from typing import TYPE_CHECKING
+
+# Lazy public face: `rootstep --help` and `rootstep.adapters.gateway.cli` must not pay for importing
+# litellm (seconds); each name loads its module on first use.
+_EXPORTS = {
+    "ResponseCache": "_cache",
+    "DEFAULT_MODEL": "_context",
+    "GatewayMode": "_context",
+    "RunContext": "_context",
+    "CallMeta": "_gateway",
+    "Gateway": "_gateway",
+    "RunStats": "_gateway",
+    "UnknownRun": "_gateway",
+    "canonical_request": "_hashing",
+    "redact": "_hashing",
+    "request_hash": "_hashing",
+    "LOCAL_MODELS": "_local_model",
+    "LocalLLM": "_local_model",
+    "ProviderError": "_providers",
+    "Providers": "_providers",
+    "register_provider": "_providers",
+    "Journal": "_recorder",
+    "ReplayDivergence": "_replay",
+    "ReplayPlan": "_replay",
+    "forced_response": "_replay",
+    "intervention_position": "_replay",
+    "SCRIPTED_FINGERPRINT": "_scripted",
+    "Script": "_scripted",
+    "ScriptedLLM": "_scripted",
+    "register_script": "_scripted",
+    "GatewayServer": "_server",
+    "create_app": "_server",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._cache import ResponseCache
+    from ._context import DEFAULT_MODEL, GatewayMode, RunContext
+    from ._gateway import CallMeta, Gateway, RunStats, UnknownRun
+    from ._hashing import canonical_request, redact, request_hash
+    from ._local_model import LOCAL_MODELS, LocalLLM
+    from ._providers import ProviderError, Providers, register_provider
+    from ._recorder import Journal
+    from ._replay import ReplayDivergence, ReplayPlan, forced_response, intervention_position
+    from ._scripted import SCRIPTED_FINGERPRINT, Script, ScriptedLLM, register_script
+    from ._server import GatewayServer, create_app
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LOCAL_MODELS",
+    "SCRIPTED_FINGERPRINT",
+    "CallMeta",
+    "Gateway",
+    "GatewayMode",
+    "GatewayServer",
+    "Journal",
+    "LocalLLM",
+    "ProviderError",
+    "Providers",
+    "ReplayDivergence",
+    "ReplayPlan",
+    "ResponseCache",
+    "RunContext",
+    "RunStats",
+    "Script",
+    "ScriptedLLM",
+    "UnknownRun",
+    "canonical_request",
+    "create_app",
+    "forced_response",
+    "intervention_position",
+    "redact",
+    "register_provider",
+    "register_script",
+    "request_hash",
+]

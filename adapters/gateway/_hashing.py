@@ -1,0 +1,81 @@
+"""The canonical form of a chat-completion request, its hash, and the redaction of secrets.
+
+Replay matches a request by the hash of its canonical form. The canonical form keeps what decides the
+model's answer (messages, tools, sampling options) and drops what does not (`stream`, `stream_options`,
+`user`, credentials). Inside strings, uuids and ISO-8601 timestamps are replaced by placeholders: a
+framework that stamps each message with a fresh uuid or the current time still replays. The replacement
+is made for hashing only; the stored request keeps the original text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from rootstep.warehouse import canonical_json
+
+SECRET_KEYS = frozenset(
+    {"api_key", "apikey", "authorization", "proxy-authorization", "x-api-key", "api-key", "headers", "extra_headers"}
+)
+"""Keys whose values never leave the gateway: dropped from stored requests and from the hash."""
+
+NON_SEMANTIC_KEYS = frozenset({"stream", "stream_options", "user", "metadata", "store", "service_tier"})
+"""Request fields that do not change the answer: left out of the hash (`stream` replays either way)."""
+
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_TIMESTAMP = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
+)
+
+
+def normalise_text(text: str) -> str:
+    """Replace uuids by `<uuid>` and ISO-8601 date-times by `<timestamp>` (dates alone are kept)."""
+    return _TIMESTAMP.sub("<timestamp>", _UUID.sub("<uuid>", text))
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, str):
+        return normalise_text(value)
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def redact(request: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `request` without credentials (`api_key`, `Authorization`, header maps), at any depth."""
+    return _redact(request)
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _redact(v) for k, v in value.items() if str(k).lower() not in SECRET_KEYS}
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    return value
+
+
+def canonical_request(request: dict[str, Any]) -> dict[str, Any]:
+    """The part of a request that decides the answer, with uuids and timestamps normalised.
+
+    `model` is left out: a replay may name the model differently (the gateway routes by the run's
+    context, not by the framework's model field). Tool-call ids inside earlier assistant messages are
+    kept: providers make them, so they replay identically when the prefix is served from the recording.
+    """
+    kept = {k: v for k, v in redact(request).items() if k not in NON_SEMANTIC_KEYS and k != "model"}
+    return _normalise(kept)
+
+
+def request_hash(request: dict[str, Any]) -> str:
+    """sha256 (first 24 hex digits) of the canonical JSON of `canonical_request(request)`."""
+    return hashlib.sha256(canonical_json(canonical_request(request)).encode("utf-8")).hexdigest()[:24]
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    """`text` with every occurrence of each non-empty secret replaced by `***`."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
