@@ -1,1 +1,27 @@
 """Prompt templates (analyzer, perturber, attribution methods) as files, loaded with jinja2."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+PROMPTS_DIR = Path(__file__).resolve().parent
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The jinja2 environment over this folder: undefined variables are errors, not empty strings."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(PROMPTS_DIR),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+    )
+
+
+def render(name: str, **variables: Any) -> str:
+    """Render `prompts/<name>` with `variables`."""
+    return environment().get_template(name).render(**variables).strip() + "\n"

@@ -210,6 +210,17 @@ def vacuum_cmd(warehouse: Optional[str] = WarehouseOption) -> None:
 
 
 # ---------------------------------------------------------------------------------- stage sub-apps
+from rootstep.tracers.cli import evaluate_cmd, export_training_cmd  # noqa: E402
+
+app.command("evaluate")(evaluate_cmd)
+export_app.command("training")(export_training_cmd)
+
 # Each stage registers its own sub-app here, e.g.:
 #   from rootstep.sandboxes.cli import app as sandbox_app
 #   app.add_typer(sandbox_app, name="sandbox")
+from rootstep.adapters.gateway.cli import app as gateway_app
+app.add_typer(gateway_app, name="gateway")
+from rootstep.sandboxes.cli import app as sandbox_app
+app.add_typer(sandbox_app, name="sandbox")
+from rootstep.benchmarks.cli import app as benchmark_app
+app.add_typer(benchmark_app, name="benchmark")

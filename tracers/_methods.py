@@ -1,0 +1,196 @@
+"""The reference attribution methods of Who&When: all-at-once, step-by-step, binary search.
+
+Each takes a trace (a warehouse `Trajectory`, or a dict in the Who&When / plain trace format
+`{"history"|"conversation": [...], "question", "ground_truth"}`) and a litellm model string, and
+returns an `Attribution`. Answers that cannot be parsed are recorded as such (`error`), never guessed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, Field
+
+from rootstep.prompts import render
+from rootstep.warehouse import Trajectory
+from rootstep.warehouse.whowhen import parse_record
+
+from ._llm import Chat
+from ._parse import parse_attribution, parse_half, parse_yes_no
+
+MethodName = Literal["all_at_once", "step_by_step", "binary_search"]
+
+
+class Attribution(BaseModel):
+    """A method's answer to "who and when": the agent, the 0-based step, and why."""
+
+    method: str
+    model: str
+    agent: str | None = None
+    step: int | None = None
+    reason: str | None = None
+    error: str | None = None
+    """Why there is no prediction: an unparseable answer, or no step flagged."""
+    answers: list[str] = Field(default_factory=list)
+    """Every raw model answer, in order."""
+    notes: list[str] = Field(default_factory=list)
+    with_ground_truth: bool = True
+    truncated: bool = False
+    """True when step contents were shortened to fit `max_prompt_chars`."""
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.agent is not None and self.step is not None
+
+
+def as_trajectory(trace: Trajectory | dict[str, Any]) -> Trajectory:
+    """A warehouse trajectory as it is; a dict parsed as a Who&When record or plain trace."""
+    if isinstance(trace, Trajectory):
+        return trace
+    return parse_record(trace, "<trace>")[0]
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = max(limit * 2 // 3, 1)
+    tail = max(limit - head, 0)
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:] if tail else ''}"
+
+
+def render_steps(trajectory: Trajectory, first: int, last: int, max_prompt_chars: int) -> tuple[list[dict[str, Any]], bool]:
+    """Steps first..last as template variables, each shortened evenly so all fit in `max_prompt_chars`."""
+    steps = trajectory.steps[first : last + 1]
+    total = sum(len(s.content) for s in steps)
+    limit = max(max_prompt_chars // max(len(steps), 1), 200) if total > max_prompt_chars else None
+    rendered = [
+        {"index": s.index, "agent": s.agent, "kind": s.kind, "content": _shorten(s.content, limit) if limit else s.content}
+        for s in steps
+    ]
+    return rendered, limit is not None and any(len(s.content) > limit for s in steps)
+
+
+TRACERS: dict[str, Callable[..., Attribution]] = {}
+
+
+def tracer(name: str) -> Callable[[Callable[..., Attribution]], Callable[..., Attribution]]:
+    """Register an attribution method under `name` (what `rootstep evaluate --method` takes)."""
+
+    def register(fn: Callable[..., Attribution]) -> Callable[..., Attribution]:
+        TRACERS[name] = fn
+        return fn
+
+    return register
+
+
+def _finish(result: Attribution, chat: Chat) -> Attribution:
+    u = chat.usage
+    result.llm_calls, result.prompt_tokens, result.completion_tokens = u.calls, u.prompt_tokens, u.completion_tokens
+    result.cost_usd, result.seconds = u.cost_usd, u.seconds
+    return result
+
+
+def _context(t: Trajectory, with_ground_truth: bool) -> dict[str, Any]:
+    return {"question": t.question, "ground_truth": t.ground_truth if with_ground_truth else None, "agents": t.agents}
+
+
+@tracer("all_at_once")
+def all_at_once(
+    trace: Trajectory | dict[str, Any],
+    model: str,
+    with_ground_truth: bool = True,
+    api_base: str | None = None,
+    max_prompt_chars: int = 60_000,
+    max_tokens: int = 512,
+) -> Attribution:
+    """Show the whole run once and ask for agent, step and reason in one answer (one LLM call)."""
+    t = as_trajectory(trace)
+    chat = Chat(model, api_base=api_base, max_tokens=max_tokens)
+    steps, truncated = render_steps(t, 0, len(t.steps) - 1, max_prompt_chars)
+    answer = chat(render("tracer_all_at_once.j2", steps=steps, **_context(t, with_ground_truth)))
+    parsed = parse_attribution(answer, t.agents, len(t.steps))
+    result = Attribution(
+        method="all_at_once", model=model, agent=parsed.agent if parsed.ok else None, step=parsed.step if parsed.ok else None,
+        reason=parsed.reason, error=parsed.error, answers=[answer], with_ground_truth=with_ground_truth, truncated=truncated,
+    )
+    return _finish(result, chat)
+
+
+@tracer("step_by_step")
+def step_by_step(
+    trace: Trajectory | dict[str, Any],
+    model: str,
+    with_ground_truth: bool = True,
+    api_base: str | None = None,
+    max_prompt_chars: int = 60_000,
+    max_tokens: int = 512,
+) -> Attribution:
+    """Walk the agent steps in order, asking of each "is this the decisive error?"; stop at the first yes.
+
+    Tool, environment and human steps are shown as context but never asked about. An answer that is
+    neither yes nor no counts as "not flagged" and is noted; a run where no step is flagged has no
+    prediction (`error="no step flagged"`).
+    """
+    t = as_trajectory(trace)
+    chat = Chat(model, api_base=api_base, max_tokens=max_tokens)
+    result = Attribution(method="step_by_step", model=model, with_ground_truth=with_ground_truth)
+    for step in t.steps:
+        if step.kind != "agent":
+            continue
+        steps, truncated = render_steps(t, 0, step.index, max_prompt_chars)
+        result.truncated |= truncated
+        answer = chat(render("tracer_step_by_step.j2", steps=steps, current=steps[-1], **_context(t, with_ground_truth)))
+        result.answers.append(answer)
+        verdict = parse_yes_no(answer)
+        if verdict is None:
+            result.notes.append(f"step {step.index}: answer is neither yes nor no")
+        elif verdict:
+            result.agent, result.step = step.agent, step.index
+            result.reason = answer.strip()
+            return _finish(result, chat)
+    result.error = "no step flagged"
+    return _finish(result, chat)
+
+
+@tracer("binary_search")
+def binary_search(
+    trace: Trajectory | dict[str, Any],
+    model: str,
+    with_ground_truth: bool = True,
+    api_base: str | None = None,
+    max_prompt_chars: int = 60_000,
+    max_tokens: int = 512,
+) -> Attribution:
+    """Halve the range of agent steps that holds the error, asking "lower or upper half?" each time.
+
+    ceil(log2(n)) calls for n agent steps. The range shown includes the tool/human steps between its
+    ends. An answer naming neither half stops the search with `error` (the range is noted).
+    """
+    t = as_trajectory(trace)
+    chat = Chat(model, api_base=api_base, max_tokens=max_tokens)
+    result = Attribution(method="binary_search", model=model, with_ground_truth=with_ground_truth)
+    candidates = [s.index for s in t.steps if s.kind == "agent"]
+    if not candidates:
+        result.error = "no agent step in the run"
+        return _finish(result, chat)
+    lo, hi = 0, len(candidates) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lower, upper = (candidates[lo], candidates[mid]), (candidates[mid + 1], candidates[hi])
+        steps, truncated = render_steps(t, lower[0], upper[1], max_prompt_chars)
+        result.truncated |= truncated
+        answer = chat(render("tracer_binary_search.j2", steps=steps, lower=lower, upper=upper, **_context(t, with_ground_truth)))
+        result.answers.append(answer)
+        half = parse_half(answer)
+        if half is None:
+            result.error = f"unparseable: the answer names neither half of steps {lower[0]}..{upper[1]}"
+            return _finish(result, chat)
+        lo, hi = (lo, mid) if half == "lower" else (mid + 1, hi)
+    result.step = candidates[lo]
+    result.agent = t.steps[result.step].agent
+    return _finish(result, chat)

@@ -1,0 +1,99 @@
+"""Training data for failure tracers: SFT targets and GRPO prompts with the multi-granular reward.
+
+Every labelled run becomes one example: the prompt shows the question, the run (and, with
+`with_ground_truth`, the correct answer) and asks for `<think>...</think><answer>AGENT | STEP</answer>`.
+SFT rows carry the target (the label's reason as the thought); GRPO rows carry the gold agent and step
+for the reward (`rootstep.tracers.trl_reward` / `verl_compute_score`).
+
+The train/test split is by TASK (benchmark + task id), never by run: two runs of the same task always
+land on the same side, so a test score never rewards memorising a task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rootstep.prompts import render
+from rootstep.warehouse import Warehouse
+
+from ._methods import render_steps
+
+TrainingFormat = Literal["sft", "grpo"]
+
+
+def task_split(benchmark: str, task_id: str, test_fraction: float, seed: int = 0) -> str:
+    """'train' or 'test', decided by a hash of the task: stable across runs, machines and re-exports."""
+    digest = hashlib.sha256(f"{seed}:{benchmark}:{task_id}".encode()).digest()
+    return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_fraction else "train"
+
+
+def target(agent: str, step: int, reason: str | None) -> str:
+    return f"<think>{(reason or '').strip()}</think><answer>{agent} | {step}</answer>"
+
+
+def export_training(
+    warehouse: Warehouse,
+    out: str | Path,
+    format: TrainingFormat = "sft",
+    with_ground_truth: bool = False,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    max_prompt_chars: int = 60_000,
+    where: str = "true",
+) -> dict[str, int]:
+    """Write `<out>/train.jsonl` and `<out>/test.jsonl` (GRPO: also `.parquet`, as verl reads); counts per split."""
+    if not 0 <= test_fraction < 1:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    labels = {r["run_id"]: r for r in warehouse.rows("SELECT run_id, agent, step, reason, method FROM labels")}
+    rows: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
+    for run_id, t in warehouse.trajectories(f"id IN (SELECT run_id FROM labels) AND ({where})"):
+        label = labels[run_id]
+        steps, truncated = render_steps(t, 0, len(t.steps) - 1, max_prompt_chars)
+        prompt = render(
+            "tracer_training.j2", question=t.question, ground_truth=t.ground_truth if with_ground_truth else None,
+            agents=t.agents, steps=steps,
+        )
+        split = task_split(t.benchmark, t.task_id, test_fraction, seed)
+        common = {
+            "run_id": run_id, "framework": t.framework, "benchmark": t.benchmark, "task_id": t.task_id,
+            "agent": label["agent"], "step": int(label["step"]), "label_method": label["method"], "truncated": truncated,
+        }
+        if format == "sft":
+            rows[split].append(
+                common | {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": target(label["agent"], label["step"], label["reason"])}]}
+            )
+        else:
+            rows[split].append(
+                common
+                | {
+                    "data_source": f"rootstep/{t.benchmark}",
+                    "prompt": [{"role": "user", "content": prompt}],
+                    "ability": "failure_attribution",
+                    "reward_model": {"style": "rule", "ground_truth": {"agent": label["agent"], "step": int(label["step"])}},
+                    "extra_info": {"run_id": run_id, "split": split},
+                }
+            )
+    for split, split_rows in rows.items():
+        _write_jsonl(out / f"{split}.jsonl", split_rows)
+        if format == "grpo":
+            tmp = out / f".{split}.parquet.tmp"
+            pq.write_table(pa.Table.from_pylist(split_rows), tmp)
+            os.replace(tmp, out / f"{split}.parquet")
+    return {split: len(split_rows) for split, split_rows in rows.items()}
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
