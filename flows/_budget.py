@@ -1,0 +1,88 @@
+"""What one label may cost, and the meter that says when a search must stop.
+
+A `Budget` bounds the work spent on ONE run (one counterfactual search or one injection): replays
+tried, LLM calls of the analyzer or perturber (re-asks included), live calls made by replays, and wall
+time. A `Meter` counts what was spent and becomes the label's `Cost`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rootstep.warehouse import Cost
+
+
+class Budget(BaseModel):
+    """Limits for one counterfactual search or one fault injection; `None` means unbounded.
+
+    A search stops as soon as one limit is reached; what it found up to then stands (a verified label
+    stays verified, with a note that earlier steps were not all tried).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_replays: int = Field(default=8, ge=0)
+    """Re-simulations tried (each is one `Replay` row)."""
+    max_llm_calls: int = Field(default=24, ge=0)
+    """Calls to the analyzer / perturber, re-asks included."""
+    max_reasks: int = Field(default=2, ge=0)
+    """Re-asks after an invalid answer, per proposal (the problem is stated in the re-ask)."""
+    max_candidates: int = Field(default=3, ge=1)
+    """Analyzer-ranked diagnoses tried before scanning earlier steps; perturber proposals per injection."""
+    max_live_calls: int | None = Field(default=None, ge=0)
+    """Live LLM calls made by replays (recorded prefix calls are free and do not count)."""
+    max_seconds: float | None = Field(default=None, gt=0)
+    """Wall time of the whole search."""
+
+
+@dataclass
+class Meter:
+    """What a search has spent so far, against its budget."""
+
+    budget: Budget
+    llm_calls: int = 0
+    llm_tokens: int = 0
+    llm_usd: float = 0.0
+    replays: int = 0
+    live_calls: int = 0
+    replayed_calls: int = 0
+    replay_tokens: int = 0
+    replay_usd: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started
+
+    def _common(self) -> str | None:
+        b = self.budget
+        if b.max_seconds is not None and self.seconds >= b.max_seconds:
+            return f"time budget of {b.max_seconds:g}s spent"
+        if b.max_live_calls is not None and self.live_calls >= b.max_live_calls:
+            return f"live-call budget of {b.max_live_calls} spent ({self.live_calls} live calls)"
+        return None
+
+    def cannot_ask(self) -> str | None:
+        """Why no further analyzer/perturber call may be made, or None."""
+        if self.llm_calls >= self.budget.max_llm_calls:
+            return f"LLM-call budget of {self.budget.max_llm_calls} spent"
+        return self._common()
+
+    def cannot_replay(self) -> str | None:
+        """Why no further replay may be tried, or None."""
+        if self.replays >= self.budget.max_replays:
+            return f"replay budget of {self.budget.max_replays} spent"
+        return self._common()
+
+    def cost(self) -> Cost:
+        """The label's cost: LLM calls = analyzer/perturber calls + replays' live calls."""
+        return Cost(
+            llm_calls=self.llm_calls + self.live_calls,
+            tokens=self.llm_tokens + self.replay_tokens,
+            usd=round(self.llm_usd + self.replay_usd, 10),
+            seconds=round(self.seconds, 6),
+            replays=self.replays,
+        )

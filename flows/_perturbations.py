@@ -1,0 +1,279 @@
+"""Programmatic perturbations: specific corruptions of one agent step that need no LLM.
+
+Each is a pure function of the step (and a `random.Random` for the choice among several places) that
+returns a `Perturbation` or None when it does not apply. They make fault injection work with a weak
+perturber model, or none:
+
+* `drop_code_line`: remove one statement from a fenced code block;
+* `change_constant`: change one numeric literal (inside code blocks when there are any);
+* `flip_operator`: flip one comparison (`<` -> `>=`, `==` -> `!=`, ...) or arithmetic operator
+  (`+` -> `-`, `*` -> `/`, ...), inside code blocks when there are any;
+* `alter_tool_argument`: swap two arguments of a tool call, or change one;
+* `truncate_message`: cut the message at about 40-60 % of its length, on a word boundary.
+
+`programmatic_perturbations(trajectory, seed)` lists the candidates for a run in an order fixed by the
+seed: the same seed always yields the same list.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from rootstep.warehouse import Step, Trajectory
+
+_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w.])")
+# comparison first (two-character operators before their one-character prefixes)
+_COMPARISON = re.compile(r"(?<![<>=!])(<=|>=|==|!=|<|>)(?![<>=])")
+_COMPARISON_FLIP = {"<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "!=", "!=": "=="}
+# binary arithmetic with spaces around it (`a + b`), never `**`, `//`, `+=`, `->`, unary minus
+_ARITHMETIC = re.compile(r"(?<=\s)([+\-*/])(?=\s)")
+_ARITHMETIC_FLIP = {"+": "-", "-": "+", "*": "/", "/": "*"}
+
+
+class Perturbation(BaseModel):
+    """A corrupted version of one step: new content (and tool calls), and what exactly was changed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    step: int
+    agent: str
+    content: str
+    tool_calls: list[dict[str, Any]] | None = None
+    """The corrupted tool calls; None leaves the recorded ones."""
+    description: str
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    return [(m.start(1), m.end(1)) for m in _FENCE.finditer(text)]
+
+
+def _in_spans(position: int, spans: list[tuple[int, int]]) -> bool:
+    return any(a <= position < b for a, b in spans)
+
+
+def _line_at(text: str, position: int) -> str:
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    return text[start : end if end >= 0 else len(text)].strip()
+
+
+def _matches(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """Matches inside fenced code when the text has code blocks, else anywhere."""
+    spans = _code_spans(text)
+    found = list(pattern.finditer(text))
+    return [m for m in found if _in_spans(m.start(), spans)] if spans else found
+
+
+def drop_code_line(step: Step, rng: random.Random) -> Perturbation | None:
+    """Remove one statement line (not blank, not a comment, not a lone bracket) from a code block."""
+    text = step.content
+    candidates: list[tuple[int, int]] = []
+    for start, end in _code_spans(text):
+        position = start
+        for line in text[start:end].splitlines(keepends=True):
+            stripped = line.strip()
+            if stripped and not stripped.startswith(("#", "//")) and stripped not in ("}", ")", "]", "{", "end"):
+                candidates.append((position, position + len(line)))
+            position += len(line)
+    if len(candidates) < 2:  # dropping the only line empties the block: not a plausible mistake
+        return None
+    a, b = rng.choice(candidates)
+    dropped = text[a:b].strip()
+    return Perturbation(name="drop_code_line", step=step.index, agent=step.agent, content=text[:a] + text[b:],
+                        description=f"dropped the line `{dropped}` from the code")
+
+
+def _changed_number(literal: str, rng: random.Random) -> str:
+    if "." in literal:
+        value = float(literal)
+        decimals = len(literal.split(".")[1])
+        new = value * rng.choice([0.5, 2.0, 1.1]) if value else 1.0
+        out = f"{new:.{decimals}f}"
+        return out if out != literal else f"{value + 1:.{decimals}f}"
+    value = int(literal)
+    delta = rng.choice([1, -1, 2]) if abs(value) > 2 else rng.choice([1, 2])
+    return str(value + delta)
+
+
+def change_constant(step: Step, rng: random.Random) -> Perturbation | None:
+    """Change one numeric literal: integers by +-1 or +2, decimals scaled (digits after the point kept)."""
+    found = _matches(_NUMBER, step.content)
+    if not found:
+        return None
+    m = rng.choice(found)
+    old = m.group(1)
+    new = _changed_number(old, rng)
+    content = step.content[: m.start(1)] + new + step.content[m.end(1) :]
+    return Perturbation(name="change_constant", step=step.index, agent=step.agent, content=content,
+                        description=f"changed the constant {old} to {new} in `{_line_at(step.content, m.start(1))}`")
+
+
+def _binary(text: str, start: int, end: int, numeric: bool) -> bool:
+    """An operator between two operands on one line: not a bullet (`- item`), a quote (`> text`), an
+    arrow (`->`, `=>`) or a tag. With `numeric` (prose, where ` - ` is mostly a dash), one operand
+    next to it must be a number."""
+    before = text[:start].rstrip(" ")
+    after = text[end:].lstrip(" ")
+    if not before or not after or before.endswith("\n") or after.startswith("\n"):
+        return False
+    if text[start] == ">" and start > 0 and text[start - 1] in "-=":
+        return False
+    if numeric and not (before[-1].isdigit() or after[0].isdigit()):
+        return False
+    return bool(re.match(r"[\w)\]'\"]", before[-1]) and re.match(r"[\w(\['\"\-.]", after[0]))
+
+
+def flip_operator(step: Step, rng: random.Random) -> Perturbation | None:
+    """Flip one comparison (to its negation) or spaced binary arithmetic operator (to its opposite).
+
+    Only operators between two operands count (markdown bullets, quotes and arrows are left alone).
+    Inside code blocks any operands do; in prose (a message without code blocks) one operand must be a
+    number, so `x < 10` and `6 * 7` flip but the dash of `Title - Search` does not.
+    """
+    numeric = not _code_spans(step.content)
+    found = [(m, _COMPARISON_FLIP) for m in _matches(_COMPARISON, step.content)]
+    found += [(m, _ARITHMETIC_FLIP) for m in _matches(_ARITHMETIC, step.content)]
+    found = [(m, table) for m, table in found if _binary(step.content, m.start(1), m.end(1), numeric)]
+    if not found:
+        return None
+    m, table = rng.choice(sorted(found, key=lambda item: item[0].start()))
+    old = m.group(1)
+    new = table[old]
+    content = step.content[: m.start(1)] + new + step.content[m.end(1) :]
+    return Perturbation(name="flip_operator", step=step.index, agent=step.agent, content=content,
+                        description=f"flipped the operator `{old}` to `{new}` in `{_line_at(step.content, m.start(1))}`")
+
+
+def _arguments(call: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
+    """A tool call's arguments as a dict, and whether they were a JSON string (OpenAI form)."""
+    function = call.get("function", call)
+    raw = function.get("arguments")
+    if isinstance(raw, dict):
+        return dict(raw), False
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            return None
+        return (value, True) if isinstance(value, dict) else None
+    return None
+
+
+def _with_arguments(call: dict[str, Any], arguments: dict[str, Any], as_string: bool) -> dict[str, Any]:
+    encoded: Any = json.dumps(arguments) if as_string else arguments
+    if "function" in call:
+        return {**call, "function": {**call["function"], "arguments": encoded}}
+    return {**call, "arguments": encoded}
+
+
+def _altered(value: Any, rng: random.Random) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return int(_changed_number(str(value), rng))
+    if isinstance(value, float):
+        return value * rng.choice([0.5, 2.0]) if value else 1.0
+    if isinstance(value, str):
+        numbers = list(_NUMBER.finditer(value))
+        if numbers:
+            m = rng.choice(numbers)
+            return value[: m.start(1)] + _changed_number(m.group(1), rng) + value[m.end(1) :]
+        words = value.split()
+        if len(words) > 1:
+            return " ".join(words[: max(1, len(words) // 2)])
+        return value[:-1] if len(value) > 1 else value + value
+    return None
+
+
+def alter_tool_argument(step: Step, rng: random.Random) -> Perturbation | None:
+    """Swap the values of two same-typed arguments of one tool call, or change one argument's value
+    (numbers shifted, booleans negated, strings shortened or their numbers changed)."""
+    usable = [(i, call, parsed) for i, call in enumerate(step.tool_calls) if (parsed := _arguments(call)) and parsed[0]]
+    if not usable:
+        return None
+    i, call, (arguments, as_string) = rng.choice(usable)
+    name = call.get("function", call).get("name", "tool")
+    keys = sorted(arguments)
+    pairs = [(a, b) for x, a in enumerate(keys) for b in keys[x + 1 :]
+             if type(arguments[a]) is type(arguments[b]) and arguments[a] != arguments[b]]
+    if pairs and rng.random() < 0.5:
+        a, b = rng.choice(pairs)
+        new_args = {**arguments, a: arguments[b], b: arguments[a]}
+        description = f"swapped the arguments {a!r} and {b!r} of the call to {name}"
+    else:
+        changeable = [k for k in keys if _altered(arguments[k], random.Random(0)) not in (None, arguments[k])]
+        if not changeable:
+            return None
+        key = rng.choice(changeable)
+        new_value = _altered(arguments[key], rng)
+        if new_value == arguments[key]:
+            return None
+        new_args = {**arguments, key: new_value}
+        description = f"changed the argument {key!r} of the call to {name} from {arguments[key]!r} to {new_value!r}"
+    calls = list(step.tool_calls)
+    calls[i] = _with_arguments(call, new_args, as_string)
+    return Perturbation(name="alter_tool_argument", step=step.index, agent=step.agent, content=step.content,
+                        tool_calls=calls, description=description)
+
+
+def truncate_message(step: Step, rng: random.Random) -> Perturbation | None:
+    """Cut the message at 40-60 % of its length, at a word boundary (at least 8 words are needed)."""
+    words = list(re.finditer(r"\S+", step.content))
+    if len(words) < 8:
+        return None
+    keep = max(1, round(len(words) * rng.uniform(0.4, 0.6)))
+    cut = words[keep - 1].end()
+    return Perturbation(name="truncate_message", step=step.index, agent=step.agent, content=step.content[:cut],
+                        description=f"truncated the message after {keep} of {len(words)} words")
+
+
+PERTURBATIONS: dict[str, Callable[[Step, random.Random], Perturbation | None]] = {
+    "drop_code_line": drop_code_line,
+    "change_constant": change_constant,
+    "flip_operator": flip_operator,
+    "alter_tool_argument": alter_tool_argument,
+    "truncate_message": truncate_message,
+}
+
+
+def programmatic_perturbations(
+    trajectory: Trajectory,
+    seed: int = 0,
+    *,
+    names: list[str] | None = None,
+    steps: list[int] | None = None,
+) -> list[Perturbation]:
+    """Every applicable perturbation of the run's agent steps, in an order fixed by `seed`.
+
+    Steps are visited in a seeded shuffle and each step's perturbations in a seeded order, so candidate
+    k is spread across the run rather than piled on step 0. `names` restricts the kinds; `steps` the
+    steps. Only agent steps are perturbed (the others are not LLM-produced).
+    """
+    rng = random.Random(seed)
+    chosen = names or list(PERTURBATIONS)
+    unknown = set(chosen) - set(PERTURBATIONS)
+    if unknown:
+        raise ValueError(f"unknown perturbations {sorted(unknown)}; known: {sorted(PERTURBATIONS)}")
+    agent_steps = [s for s in trajectory.steps if s.kind == "agent" and (steps is None or s.index in steps)]
+    rng.shuffle(agent_steps)
+    per_step: list[list[Perturbation]] = []
+    for step in agent_steps:
+        order = list(chosen)
+        rng.shuffle(order)
+        found = []
+        for name in order:
+            p = PERTURBATIONS[name](step, random.Random(f"{seed}:{step.index}:{name}"))
+            if p is not None and (p.content != step.content or p.tool_calls is not None):
+                found.append(p)
+        per_step.append(found)
+    out: list[Perturbation] = []
+    for k in range(max((len(f) for f in per_step), default=0)):  # round-robin over steps
+        out.extend(f[k] for f in per_step if k < len(f))
+    return out

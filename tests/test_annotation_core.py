@@ -1,0 +1,598 @@
+"""The annotation core: counterfactual search, fault injection, budgets and programmatic perturbations.
+
+The analyzer and perturber are scripted models (`scripted/<name>` through litellm, via `tracers.Chat`).
+The replayed "framework" is a small deterministic simulation (`Ledger`) whose decisive step is known: a
+team of agents applies arithmetic operations to a running value, one step each, and an agent that
+"slips" at a given step writes a wrong value that every later step carries on. Replaying it with an
+intervention keeps the prefix (as served from a recording: no live calls), forces the intervened
+step, and recomputes the rest live, slipping again at any slip step after the intervention.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+import pytest
+
+from rootstep.adapters.gateway import register_script
+from rootstep.flows import (
+    Budget,
+    ReplayCost,
+    alter_tool_argument,
+    change_constant,
+    drop_code_line,
+    find_decisive_step,
+    flip_operator,
+    inject_fault,
+    programmatic_perturbations,
+    sequential_scan,
+    truncate_message,
+)
+from rootstep.tracers._llm import Chat
+from rootstep.warehouse import Intervention, Step, Trajectory, Verdict
+
+# (agent, kind, operation): the tool step 2 records the value and changes nothing
+PLAN = [
+    ("Planner", "agent", ("+", 3)),
+    ("Solver", "agent", ("*", 2)),
+    ("calculator", "tool", None),
+    ("Checker", "agent", ("-", 4)),
+    ("Planner", "agent", ("+", 10)),
+    ("Solver", "agent", ("*", 3)),
+    ("Checker", "agent", ("+", 1)),
+]
+START = 4
+VALUE = re.compile(r"value = (-?\d+)")
+
+
+def apply(op: tuple[str, int], value: int) -> int:
+    sign, k = op
+    return value + k if sign == "+" else value - k if sign == "-" else value * k
+
+
+def truth() -> int:
+    value = START
+    for _, kind, op in PLAN:
+        if kind == "agent":
+            value = apply(op, value)
+    return value
+
+
+class Ledger:
+    """The simulated multi-agent run. `slips`: steps where the agent writes value + 100."""
+
+    def __init__(self, slips: set[int], *, impossible: bool = False):
+        self.slips = slips
+        self.impossible = impossible  # Omega that no correction can satisfy
+        self.replays: list[Intervention] = []
+
+    def content(self, i: int, value: int | None) -> str:
+        agent, kind, op = PLAN[i]
+        if kind == "tool":
+            return f"recorded value = {value}"
+        return f"I apply {op[0]}{op[1]} to the running value: value = {value}"
+
+    def steps(self, forced: Intervention | None = None) -> tuple[list[Step], int | None, int, int]:
+        """Steps, final value, live calls, replayed calls."""
+        value: int | None = START
+        steps: list[Step] = []
+        live = replayed = 0
+        for i, (agent, kind, op) in enumerate(PLAN):
+            if forced is not None and i == forced.step:
+                m = VALUE.search(forced.new_content)
+                value = int(m.group(1)) if m else None
+                text = forced.new_content
+            elif kind == "tool":
+                text = self.content(i, value)
+            else:
+                if value is not None:
+                    value = apply(op, value) + (100 if i in self.slips and (forced is None or i > forced.step) else 0)
+                text = self.content(i, value)
+                if forced is None or i < forced.step:
+                    replayed += 1
+                else:
+                    live += 1
+            steps.append(Step(index=i, agent=agent, kind=kind, content=text, call_ids=[f"c{i}"] if kind == "agent" else []))
+        return steps, value, live, replayed
+
+    def verdict(self, value: int | None) -> Verdict:
+        ok = value == truth() and not self.impossible
+        return Verdict(success=ok, score=float(ok), details={"expected": truth(), "got": value})
+
+    def trajectory(self) -> Trajectory:
+        steps, value, _, _ = self.steps()
+        return Trajectory(framework="sim", benchmark="ledger", task_id="t1", question=f"Start at {START}, apply the plan.",
+                          ground_truth=str(truth()), steps=steps, final_answer=str(value), verdict=self.verdict(value))
+
+    def replay(self, intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+        self.replays.append(intervention)
+        steps, value, live, replayed = self.steps(intervention)
+        verdict = self.verdict(value)
+        run = Trajectory(framework="sim", benchmark="ledger", task_id="t1", question=f"Start at {START}, apply the plan.",
+                         ground_truth=str(truth()), steps=steps, final_answer=str(value), verdict=verdict)
+        return run, verdict, ReplayCost(live_calls=live, replayed_calls=replayed, tokens=10 * live)
+
+
+def correct_value(i: int) -> int:
+    """The value step i should hold when every step before it is right."""
+    value = START
+    for agent, kind, op in PLAN[: i + 1]:
+        if kind == "agent":
+            value = apply(op, value)
+    return value
+
+
+def diag(step: int | str, agent: str | None = None, fix: str | None = None, **extra: Any) -> str:
+    body = {"mistake_step": step, "mistake_agent": agent or PLAN[step][0], "reason": f"wrong value at {step}",
+            "suggested_fix": fix if fix is not None else f"I recompute carefully: value = {correct_value(step)}"}
+    body.update(extra)
+    return json.dumps(body)
+
+
+def decline() -> str:
+    return json.dumps({"fix_needed": False, "reason": "the arithmetic is right"})
+
+
+class Recorder:
+    """A scripted model: `answer(prompt)` decides; every prompt is kept for assertions."""
+
+    def __init__(self, name: str, answer):
+        self.prompts: list[str] = []
+
+        def fn(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+            prompt = messages[-1]["content"]
+            self.prompts.append(prompt)
+            return answer(prompt, len(self.prompts) - 1)
+
+        register_script(name, fn)
+        self.chat = Chat(f"scripted/{name}")
+
+
+def at_step(prompt: str) -> int | None:
+    m = re.search(r"STEP UNDER EXAMINATION: step (\d+)", prompt)
+    return int(m.group(1)) if m else None
+
+
+# --------------------------------------------------------------------------- counterfactual search
+
+
+def test_error_at_step_3_is_fixed_and_labelled_verified():
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    assert run.success is False
+    analyzer = Recorder("cf-step3", lambda p, n: decline() if at_step(p) is not None else diag(3))
+
+    result = find_decisive_step(run, run.verdict, None, analyzer.chat, ledger.replay, Budget())
+
+    a = result.annotation
+    assert (a.method, a.status, a.verified, a.step, a.agent) == ("counterfactual", "labelled", True, 3, "Checker")
+    assert a.run_id == run.id and a.annotator == "scripted/cf-step3"
+    assert a.evidence.fix == f"I recompute carefully: value = {correct_value(3)}"
+    # the analyzer saw the ground truth and Omega's feedback, and was told not to leak the solution in the fix
+    assert f"CORRECT ANSWER" in analyzer.prompts[0] and str(truth()) in analyzer.prompts[0]
+    assert '"got": ' in analyzer.prompts[0] and "do not solve the rest of the task" in analyzer.prompts[0]
+    # earlier agent steps 0 and 1 were examined (tool step 2 never), judged correct: no replay spent
+    assert [at_step(p) for p in analyzer.prompts[1:]] == [0, 1]
+    assert result.declined and [d.step for d in result.declined] == [0, 1]
+    [replay] = result.replays
+    assert replay.purpose == "counterfactual" and replay.intervention.kind == "fix"
+    assert (replay.success_before, replay.success_after, replay.flipped) == (False, True, True)
+    assert (replay.live_calls, replay.replayed_calls) == (3, 2)  # agent steps 4, 5, 6 live; 0, 1 from the recording
+    assert result.fixed_run is not None and result.fixed_run.success and result.fixed_run.parent_run_id == run.id
+    assert replay.result_run_id == result.fixed_run.id
+    assert a.evidence.replay_ids == [replay.id] and a.metadata["proof_replay_id"] == replay.id
+    assert a.cost.replays == 1 and a.cost.llm_calls == 3 + 3  # 3 analyzer calls + 3 live calls
+    assert a.cost.tokens >= 30 and a.cost.seconds > 0
+
+
+def test_later_correction_also_works_but_the_earliest_is_the_label():
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+
+    def answer(prompt: str, n: int) -> str:
+        step = at_step(prompt)
+        if step is None:
+            return diag(5, fix=f"value = {correct_value(5)}")  # the analyzer blames the symptom, step 5
+        if step == 1:  # a superfluous "fix" that changes nothing of substance
+            return diag(1, fix=f"Let me restate: value = {correct_value(1)}", fix_needed=True)
+        return diag(step, fix_needed=True) if step == 3 else decline()
+
+    analyzer = Recorder("cf-earlier", answer)
+    # correcting step 5 to the right value works too
+    fix5 = Intervention(run_id=run.id, step=5, new_content=f"value = {correct_value(5)}")
+    assert ledger.replay(fix5)[1].success
+
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay,
+                                budget=Budget())
+    assert result.verified and (result.step, result.agent) == (3, "Checker")
+    steps_tried = [a.diagnosis.step for a in result.attempts]
+    sources = [a.diagnosis.source for a in result.attempts]
+    assert steps_tried == [5, 1, 3] and sources == ["ranked", "earlier", "earlier"]
+    assert [a.success for a in result.attempts] == [True, False, True]
+    assert len(result.replays) == 3 and result.annotation.evidence.replay_ids == [r.id for r in result.replays]
+    assert result.annotation.metadata["proof_replay_id"] == result.replays[2].id
+    assert result.fixed_run.steps[3].content == f"I recompute carefully: value = {correct_value(3)}"
+    # the step-1 prompt is told what was tested already; step 4 (after 3) is never examined
+    assert "CORRECTIONS ALREADY TESTED" not in analyzer.prompts[1]
+    assert [at_step(p) for p in analyzer.prompts] == [None, 0, 1, 3]
+    assert "- step 1 (Solver)" in analyzer.prompts[3] and "- step 5" not in analyzer.prompts[3]
+    assert 4 not in [at_step(p) for p in analyzer.prompts]
+
+
+def test_unresolvable_failure_is_stored_unresolved_with_its_attempts():
+    ledger = Ledger({3}, impossible=True)
+    run = ledger.trajectory()
+    ranked = iter([diag(3), diag(5, fix="value = 91"), diag(6, fix="value = 92")])
+
+    def answer(prompt: str, n: int) -> str:
+        step = at_step(prompt)
+        return next(ranked) if step is None else diag(step, fix=f"value = {correct_value(step)} (rechecked)", fix_needed=True)
+
+    analyzer = Recorder("cf-impossible", answer)
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay, budget=Budget(max_replays=10))
+
+    a = result.annotation
+    assert (a.status, a.verified, a.agent, a.step) == ("unresolved", False, None, None)
+    # 3 ranked diagnoses, then the untried agent steps 0, 1, 4 from the start
+    assert [x.diagnosis.step for x in result.attempts] == [3, 5, 6, 0, 1, 4]
+    assert all(r.success_after is False for r in result.replays)
+    assert a.evidence.replay_ids == [r.id for r in result.replays]
+    assert sum("still failed" in note for note in a.evidence.notes) == 6
+    assert a.cost.replays == 6 and result.fixed_run is None
+    # previously failed diagnoses are fed back to the analyzer
+    assert "DIAGNOSES ALREADY TESTED" not in analyzer.prompts[0]
+    assert "- step 3 (Checker)" in analyzer.prompts[1] and "still failed" in analyzer.prompts[1]
+    assert "- step 5 (Solver)" in analyzer.prompts[2]
+
+
+@pytest.mark.parametrize(
+    "bad,problem",
+    [
+        ("I think the Checker got it wrong at some point.", "no JSON object could be parsed"),
+        ('{"mistake_step": "3", "mistake_agent": "Checker", "reason": "x", "suggested_fix": ', "no JSON object"),
+        (diag(11, agent="Checker"), "step 11 does not exist: the run has steps 0..6"),
+        (diag(3, agent="Planner"), "step 3 was taken by Checker, not by 'Planner'"),
+        (diag(2, agent="calculator"), "step 2 is a tool step (by calculator), not an agent step"),
+        (diag(3, fix="I apply -4 to the running value:   value = 110"), "identical to what step 3 already says"),
+        (json.dumps({"mistake_step": 3, "mistake_agent": "Checker"}), "no 'suggested_fix' key"),
+        (diag("three", agent="Checker", fix="value = 1"), "mistake_step must be an integer"),
+    ],
+)
+def test_invalid_proposals_are_reasked_with_the_problem_stated(bad: str, problem: str):
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    if "value = 110" in bad:  # the recorded step 3, up to whitespace
+        assert run.steps[3].content == "I apply -4 to the running value: value = 110"
+    answers = [bad, diag(3)]
+    analyzer = Recorder("cf-invalid", lambda p, n: answers[n] if n < len(answers) else decline())
+
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay)
+
+    assert result.verified and result.step == 3
+    assert "YOUR PREVIOUS ANSWER WAS REJECTED" not in analyzer.prompts[0]
+    assert "YOUR PREVIOUS ANSWER WAS REJECTED" in analyzer.prompts[1]
+    assert problem in analyzer.prompts[1], analyzer.prompts[1][-600:]
+    assert bad in analyzer.prompts[1]  # the rejected answer is quoted back
+    assert [x.problem is not None for x in result.asked[:2]] == [True, False]
+
+
+def test_invalid_answers_until_the_reask_limit_end_the_proposal():
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    analyzer = Recorder("cf-hopeless", lambda p, n: "no idea")
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay,
+                                budget=Budget(max_reasks=1, max_llm_calls=4))
+    assert result.annotation.status == "unresolved" and not result.replays
+    assert len(analyzer.prompts) == 4  # ranked: 1 + 1 re-ask; step 0: 1 + 1 re-ask; then the call budget is spent
+    assert any("no valid answer after 1 re-ask" in n for n in result.notes)
+    assert any("LLM-call budget of 4 spent" in n for n in result.notes)
+
+
+def test_replay_budget_exhaustion_keeps_the_label_but_says_earlier_steps_were_not_tried():
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    analyzer = Recorder("cf-budget", lambda p, n: diag(5, fix=f"value = {correct_value(5)}") if at_step(p) is None
+                        else diag(at_step(p), fix="value = 1", fix_needed=True))
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay, budget=Budget(max_replays=2))
+    assert result.verified and result.step == 5  # verified, but not necessarily the earliest
+    assert [x.diagnosis.step for x in result.attempts] == [5, 0]
+    assert any("earlier scan stopped before step 1: replay budget of 2 spent" in n for n in result.notes)
+    assert any("replay budget of 2 spent" in n for n in result.annotation.evidence.notes)
+
+
+def test_live_call_budget_stops_the_search():
+    ledger = Ledger({3}, impossible=True)
+    run = ledger.trajectory()
+    analyzer = Recorder("cf-live", lambda p, n: diag(at_step(p) or 0, fix=f"value = {n + 1000}", fix_needed=True))
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay, budget=Budget(max_live_calls=5))
+    assert result.annotation.status == "unresolved"
+    assert sum(r.live_calls for r in result.replays) >= 5
+    assert any("live-call budget of 5 spent" in n for n in result.notes)
+
+
+def test_replays_that_raise_or_diverge_decide_nothing():
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    calls = {"n": 0}
+
+    def flaky(intervention: Intervention):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("sandbox died")
+        if calls["n"] == 2:
+            traj, verdict, cost = ledger.replay(intervention)
+            return traj, verdict, cost.model_copy(update={"divergence": "--- recorded\n+++ replayed"})
+        return ledger.replay(intervention)
+
+    answers = iter([diag(3), diag(3, fix=f"value = {correct_value(3)}"), diag(3, fix=f"so value = {correct_value(3)}")])
+    analyzer = Recorder("cf-flaky", lambda p, n: decline() if at_step(p) is not None else next(answers))
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=flaky)
+    first, second, third = result.replays
+    assert first.error == "RuntimeError: sandbox died" and first.success_after is None and first.result_run_id is None
+    assert second.divergence and second.success_after is None
+    assert third.success_after is True and result.verified and result.step == 3
+    assert "replay error: RuntimeError: sandbox died" in analyzer.prompts[1]
+    assert "replay diverged from the recording" in analyzer.prompts[2]
+
+
+def test_search_refuses_a_success():
+    run = Ledger(set()).trajectory()
+    analyzer = Recorder("cf-success", lambda p, n: diag(3))
+    with pytest.raises(ValueError, match="succeeded"):
+        find_decisive_step(run, analyzer=analyzer.chat, replay=Ledger(set()).replay)
+
+
+def test_sequential_scan_finds_the_same_label_with_more_replays():
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    analyzer = Recorder("cf-seq", lambda p, n: diag(at_step(p), fix=f"Rechecked: value = {correct_value(at_step(p))}"))
+    result = sequential_scan(run, analyzer=analyzer.chat, replay=ledger.replay)
+    assert result.verified and result.step == 3
+    assert [x.diagnosis.step for x in result.attempts] == [0, 1, 3]  # every agent step from 0; tool step skipped
+    assert result.annotation.metadata["search"] == "sequential"
+    assert "If the step is correct" not in analyzer.prompts[0]  # the naive scan may not decline
+
+
+# --------------------------------------------------------------------------- fault injection
+
+
+def corrupt(step: int, value: int, description: str) -> str:
+    return json.dumps({"step": step, "corrupted_content": f"I apply it: value = {value}", "description": description})
+
+
+def test_injection_that_flips_a_success_is_labelled_by_construction():
+    ledger = Ledger(set())
+    run = ledger.trajectory()
+    assert run.success
+    perturber = Recorder("inj-flip", lambda p, n: corrupt(3, correct_value(3) + 7, "added 7 to the subtraction result"))
+
+    result = inject_fault(run, perturber.chat, ledger.replay, Budget())
+
+    a = result.annotation
+    assert result.flipped and a is not None
+    assert (a.method, a.verified, a.agent, a.step, a.status) == ("fault_injection", True, "Checker", 3, "labelled")
+    assert a.evidence.corruption == f"I apply it: value = {correct_value(3) + 7}"
+    assert a.evidence.reason == "added 7 to the subtraction result"
+    assert result.failed_run is not None and a.run_id == result.failed_run.id != run.id
+    assert result.failed_run.parent_run_id == run.id and result.failed_run.success is False
+    [replay] = result.replays
+    assert replay.purpose == "fault_injection" and replay.intervention.kind == "corruption"
+    assert (replay.success_before, replay.success_after) == (True, False)
+    assert a.metadata["source_run_id"] == run.id and a.annotator == "scripted/inj-flip"
+    assert a.cost.replays == 1 and a.cost.llm_calls == 1 + replay.live_calls
+    assert "SUCCEEDED" in perturber.prompts[0] and "SPECIFIC" in perturber.prompts[0]
+
+
+def test_injection_tries_the_next_candidate_when_the_first_does_not_flip():
+    ledger = Ledger(set())
+    run = ledger.trajectory()
+    answers = [corrupt(1, correct_value(1), "restated the value in other words"),
+               corrupt(4, correct_value(4) - 1, "off by one in the addition")]
+    perturber = Recorder("inj-second", lambda p, n: answers[n])
+
+    result = inject_fault(run, perturber.chat, ledger.replay, Budget(), programmatic=False)
+
+    assert [x.flipped for x in result.attempts] == [False, True]
+    assert result.annotation.step == 4 and result.annotation.agent == "Planner"
+    assert "CORRUPTIONS ALREADY TESTED" in perturber.prompts[1] and "restated the value" in perturber.prompts[1]
+    assert "run still succeeded" in result.annotation.evidence.notes[0]
+
+
+def test_injection_reasks_an_invalid_perturber_answer():
+    ledger = Ledger(set())
+    run = ledger.trajectory()
+    answers = [json.dumps({"step": 2, "corrupted_content": "recorded value = 0", "description": "zeroed the tool"}),
+               corrupt(5, 1, "multiplied wrongly")]
+    perturber = Recorder("inj-invalid", lambda p, n: answers[n])
+    result = inject_fault(run, perturber.chat, ledger.replay, programmatic=False)
+    assert result.annotation.step == 5
+    assert "step 2 is a tool step, not an agent step" in perturber.prompts[1]
+
+
+def test_injection_falls_back_to_programmatic_perturbations_and_respects_the_budget():
+    ledger = Ledger(set())
+    run = ledger.trajectory()
+    # the perturber only proposes harmless restatements; the programmatic candidates flip the run
+    perturber = Recorder("inj-weak", lambda p, n: corrupt(0, correct_value(0), f"restatement {n}"))
+    result = inject_fault(run, perturber.chat, ledger.replay, Budget(max_candidates=2, max_replays=6), seed=3)
+    sources = [x.corruption.source for x in result.attempts]
+    assert sources[:1] == ["perturber"]
+    assert result.flipped and result.annotation.annotator.startswith("programmatic:")
+    assert result.attempts[-1].corruption.source == "programmatic"
+    assert len(result.replays) <= 6
+
+    # nothing flips within 2 replays: no label, the attempts and cost are still reported
+    resistant = Ledger(set())
+    result = inject_fault(run, None, lambda i: (lambda t: (t[0], Verdict(success=True), t[2]))(resistant.replay(i)),
+                          Budget(max_replays=2))
+    assert result.annotation is None and len(result.replays) == 2 and result.cost.replays == 2
+    assert any("replay budget of 2 spent" in n for n in result.notes)
+
+
+def test_injection_with_programmatic_perturbations_only_is_deterministic():
+    run = Ledger(set()).trajectory()
+    one = inject_fault(run, None, Ledger(set()).replay, seed=7)
+    two = inject_fault(run, None, Ledger(set()).replay, seed=7)
+    assert one.flipped and one.annotation.id == two.annotation.id
+    assert [a.corruption.description for a in one.attempts] == [a.corruption.description for a in two.attempts]
+
+
+def test_injection_refuses_a_failure():
+    run = Ledger({3}).trajectory()
+    with pytest.raises(ValueError, match="failed"):
+        inject_fault(run, None, Ledger({3}).replay)
+
+
+# --------------------------------------------------------------------------- programmatic perturbations
+
+CODE = """Here is my solution:
+```python
+def total(xs):
+    result = 0
+    for x in xs:
+        if x > 0:
+            result = result + x
+    return result
+```
+It sums the positive numbers."""
+
+
+def step_of(content: str, tool_calls: list[dict[str, Any]] | None = None) -> Step:
+    return Step(index=2, agent="Coder", content=content, tool_calls=tool_calls or [])
+
+
+def test_drop_code_line_removes_one_statement_inside_the_code_block():
+    p = drop_code_line(step_of(CODE), random.Random(0))
+    assert p is not None and p.name == "drop_code_line" and (p.step, p.agent) == (2, "Coder")
+    before, after = CODE.splitlines(), p.content.splitlines()
+    assert len(after) == len(before) - 1
+    dropped = [line for line in before if line not in after]
+    assert len(dropped) == 1 and dropped[0].strip() in p.description
+    assert after[0] == "Here is my solution:" and after[-1] == "It sums the positive numbers."
+    assert drop_code_line(step_of("no code here, value = 3"), random.Random(0)) is None
+    assert drop_code_line(step_of("```\nprint(1)\n```"), random.Random(0)) is None  # only one line
+
+
+def test_change_constant_changes_one_number_and_prefers_code():
+    p = change_constant(step_of(CODE), random.Random(1))
+    assert p is not None and "result = 0" not in p.content
+    assert "changed the constant 0 to" in p.description
+    prose = change_constant(step_of("The answer is value = 42 apples"), random.Random(0))
+    assert prose is not None and re.search(r"value = (\d+)", prose.content).group(1) != "42"
+    decimal = change_constant(step_of("rate = 0.25"), random.Random(0))
+    assert decimal is not None and re.fullmatch(r"rate = \d\.\d\d", decimal.content) and decimal.content != "rate = 0.25"
+    assert change_constant(step_of("no digits at all"), random.Random(0)) is None
+
+
+def test_flip_operator_flips_a_comparison_or_arithmetic_operator():
+    seen = set()
+    for seed in range(20):
+        p = flip_operator(step_of(CODE), random.Random(seed))
+        assert p is not None
+        seen.add(p.description.split("`")[1] + "->" + p.description.split("`")[3])
+    assert seen == {">->" + "<=", "+->-"}
+    assert flip_operator(step_of("def f(x) -> int: return x"), random.Random(0)) is None  # an arrow is not `>`
+    p = flip_operator(step_of("so 6 * 7 is what we need"), random.Random(0))
+    assert p is not None and p.content == "so 6 / 7 is what we need"
+    assert flip_operator(step_of("x**2 and a+=1"), random.Random(0)) is None
+    # markdown bullets and quotes are not operators
+    assert flip_operator(step_of("Findings:\n- the count is 4\n* the sum is 9\n> quoted text"), random.Random(0)) is None
+    p = flip_operator(step_of("- check whether n<10 holds"), random.Random(0))
+    assert p is not None and p.content == "- check whether n>=10 holds"
+
+
+def test_alter_tool_argument_swaps_or_changes_an_argument_in_both_tool_call_forms():
+    openai_form = [{"id": "c1", "type": "function",
+                    "function": {"name": "search", "arguments": json.dumps({"query": "capital of France", "page": 2})}}]
+    outcomes = set()
+    for seed in range(10):
+        p = alter_tool_argument(step_of("calling search", openai_form), random.Random(seed))
+        assert p is not None and p.content == "calling search" and p.tool_calls is not None
+        args = json.loads(p.tool_calls[0]["function"]["arguments"])
+        assert args != {"query": "capital of France", "page": 2} and p.tool_calls[0]["id"] == "c1"
+        outcomes.add("query" if args["query"] != "capital of France" else "page")
+    assert outcomes == {"query", "page"}
+    plain = [{"name": "move", "arguments": {"src": "a.txt", "dst": "b.txt"}}]
+    swaps = [alter_tool_argument(step_of("", plain), random.Random(s)) for s in range(10)]
+    assert any(p.tool_calls[0]["arguments"] == {"src": "b.txt", "dst": "a.txt"} and "swapped" in p.description for p in swaps)
+    assert alter_tool_argument(step_of("no tools"), random.Random(0)) is None
+
+
+def test_truncate_message_cuts_at_a_word_boundary():
+    text = "First we read the task carefully, then we compute the sum of all the even numbers and report it."
+    p = truncate_message(step_of(text), random.Random(0))
+    assert p is not None and text.startswith(p.content) and len(p.content) < len(text)
+    words = len(p.content.split())
+    assert 0.4 * 19 - 1 <= words <= 0.6 * 19 + 1 and not p.content.endswith(" ")
+    assert truncate_message(step_of("too short to cut"), random.Random(0)) is None
+
+
+def test_programmatic_perturbations_are_seeded_and_only_touch_agent_steps():
+    steps = [Step(index=0, agent="Planner", content="We need 3 items and then 4 more items, so 3 + 4 in total."),
+             Step(index=1, agent="python", kind="tool", content="```\nx = 1\ny = 2\n```"),
+             Step(index=2, agent="Coder", content=CODE)]
+    run = Trajectory(framework="sim", benchmark="ledger", task_id="p", steps=steps, verdict=Verdict(success=True))
+    a = programmatic_perturbations(run, seed=5)
+    assert a == programmatic_perturbations(run, seed=5)
+    assert [p.description for p in a] != [p.description for p in programmatic_perturbations(run, seed=6)]
+    assert {p.step for p in a} == {0, 2}
+    assert {p.name for p in a} == {"drop_code_line", "change_constant", "flip_operator", "truncate_message"}
+    only = programmatic_perturbations(run, seed=5, names=["flip_operator"], steps=[0])
+    assert [(p.name, p.step) for p in only] == [("flip_operator", 0)]
+    with pytest.raises(ValueError, match="unknown perturbations"):
+        programmatic_perturbations(run, names=["delete_everything"])
+
+
+# --------------------------------------------------------------------------- the adapter bridge
+
+
+def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
+    from rootstep.flows import adapter_replay
+
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+
+    class FakeAdapter:  # what `Adapter.replay` returns: the new run with `metadata["replay"]`
+        def __init__(self, prefix_identical: bool):
+            self.prefix_identical = prefix_identical
+            self.calls: list[tuple[Trajectory, Intervention]] = []
+
+        def replay(self, trajectory: Trajectory, intervention: Intervention, **kwargs: Any) -> Trajectory:
+            self.calls.append((trajectory, intervention))
+            result, verdict, cost = ledger.replay(intervention)
+            return result.model_copy(update={"prompt_tokens": 40, "completion_tokens": 2, "metadata": {"replay": {
+                "live_calls": cost.live_calls, "replayed_calls": cost.replayed_calls, "divergence": None,
+                "prefix_identical": self.prefix_identical}}})
+
+    fix = Intervention(run_id=run.id, step=3, new_content=f"value = {correct_value(3)}")
+    good = FakeAdapter(True)
+    result, verdict, cost = adapter_replay(good, run)(fix)
+    assert good.calls[0] == (run, fix) and verdict.success
+    assert (cost.live_calls, cost.replayed_calls, cost.tokens, cost.divergence) == (3, 2, 42, None)
+    _, _, cost = adapter_replay(FakeAdapter(False), run)(fix)
+    assert cost.divergence == "the steps before step 3 differ from the recorded run"
+    analyzer = Recorder("cf-adapter", lambda p, n: decline() if at_step(p) is not None else diag(3))
+    found = find_decisive_step(run, analyzer=analyzer.chat, replay=adapter_replay(FakeAdapter(True), run))
+    assert found.verified and found.step == 3 and found.replays[0].tokens == 42
+
+
+def test_annotation_bench_runs_end_to_end_through_the_gateway():
+    """bench/annotation.py on a tiny corpus: real gateway record/replay over HTTP, both searches agree."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parent.parent / "bench" / "annotation.py"
+    out = subprocess.run(
+        [sys.executable, str(bench), "--runs", "2", "--throughput-runs", "2", "--agent-steps", "5",
+         "--agent-latency", "0", "--analyzer-latency", "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("SIMULATION:")
+    assert "verified labels" in out.stdout and "2/2" in out.stdout
+    assert "same labels from (a), (b) and (b) at every concurrency: yes" in out.stdout
+    assert re.search(r"labels equal to the known decisive step\s+2\s+2", out.stdout)
