@@ -1,1 +1,60 @@
-"""One module per multi-agent framework, the common Adapter contract, and the LLM gateway."""
+"""One module per multi-agent framework, the common Adapter contract, and the LLM gateway.
+
+    from rootstep.adapters import get_adapter, list_adapters
+    adapter = get_adapter("ag2", gateway=server)      # server: a started rootstep.adapters.gateway.GatewayServer
+    trajectory = adapter.run(task, "openai/gpt-4o-mini")
+    replayed = adapter.replay(trajectory, intervention)
+
+Adapters: `ag2` (AutoGen GroupChat), `smolagents` (manager CodeAgent with a managed agent), `metagpt`
+(a MetaGPT Team of roles), `owl` (camel-ai's Workforce), `aflow` (AFlow's operator workflows,
+reimplemented), `agentprune` (AgentPrune's pruned communication graph, reimplemented). Each runs its
+framework inside its own pinned sandbox image (`rootstep frameworks build`). See docs/adapters.md.
+Importing this package is light: an adapter's module is imported when it is first asked for.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rootstep.adapters.base import Adapter
+
+_BUILTIN: dict[str, str] = {
+    "ag2": "rootstep.adapters._ag2:AG2Adapter",
+    "smolagents": "rootstep.adapters._smolagents:SmolagentsAdapter",
+    "metagpt": "rootstep.adapters._metagpt:MetaGPTAdapter",
+    "owl": "rootstep.adapters._owl:OWLAdapter",
+    "aflow": "rootstep.adapters._aflow:AFlowAdapter",
+    "agentprune": "rootstep.adapters._agentprune:AgentPruneAdapter",
+}
+_EXTRA: dict[str, type] = {}
+
+
+def register_adapter(cls: type["Adapter"]) -> type["Adapter"]:
+    """Make `cls` available as `get_adapter(cls.name)` (usable as a class decorator)."""
+    _EXTRA[cls.name] = cls
+    return cls
+
+
+def adapter_class(name: str) -> type["Adapter"]:
+    """The adapter class registered as `name`; KeyError naming the known ones otherwise."""
+    if name in _EXTRA:
+        return _EXTRA[name]
+    if name not in _BUILTIN:
+        raise KeyError(f"unknown framework adapter {name!r}; known: {', '.join(list_adapters())}")
+    module, _, attr = _BUILTIN[name].partition(":")
+    return getattr(import_module(module), attr)
+
+
+def get_adapter(name: str, **kwargs: Any) -> "Adapter":
+    """An adapter instance; `kwargs` go to its constructor (`gateway`, `sandbox`, `verifier`, options)."""
+    return adapter_class(name)(**kwargs)
+
+
+def list_adapters() -> list[str]:
+    """Names of the registered adapters, sorted."""
+    return sorted(set(_BUILTIN) | set(_EXTRA))
+
+
+__all__ = ["adapter_class", "get_adapter", "list_adapters", "register_adapter"]

@@ -1,0 +1,47 @@
+"""AG2 / AutoGen (`autogen==0.14.1`, the classic GroupChat API) adapter.
+
+The episode (`_drivers/ag2_driver.py`) is a GroupChat of three agents:
+
+| agent | AG2 class | steps | LLM calls |
+|---|---|---|---|
+| `executor` | UserProxyAgent, runs code blocks in the container | step 0 `human` (states the task), then `tool` (execution output) | none |
+| `coder` | AssistantAgent | `agent` | one per step |
+| `critic` | AssistantAgent, ends the chat with TERMINATE | `agent` | one per step |
+
+Speaker order is a fixed function (task -> coder -> executor -> critic -> coder -> ...), never an LLM
+speaker selection, so there are no calls without a step and a replay follows the recorded path.
+`cache_seed=None` (AG2's disk cache would answer calls without reaching the gateway), temperature 0.
+The final answer is the coder's last message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rootstep.adapters._images import AG2_IMAGE
+from rootstep.adapters.base import Adapter
+from rootstep.prompts import render
+from rootstep.warehouse import Task
+
+
+class AG2Adapter(Adapter):
+    name = "ag2"
+    package = "autogen"
+    version = "0.14.1"
+    agents = ("executor", "coder", "critic")
+    step_kinds = {"executor": ("human", "tool"), "coder": ("agent",), "critic": ("agent",)}
+    task_kinds = ("coding", "math")
+    driver = "ag2_driver.py"
+    image = AG2_IMAGE
+
+    def episode_config(self, task: Task) -> dict[str, Any]:
+        return {
+            "prompts": {
+                "coder": render("ag2_coder.j2", kind=task.kind),
+                "critic": render("ag2_critic.j2", kind=task.kind),
+                "executor_no_code": render("ag2_executor_no_code.j2"),
+            },
+            "max_round": 12,
+            "temperature": 0,
+            "code_timeout_s": 30,
+        }

@@ -1,0 +1,165 @@
+"""MetaGPT (`metagpt==0.8.2`) episode, run inside the framework's sandbox image.
+
+A `Team` of four MetaGPT `Role`s, each with its own LLM pointed at the gateway under its name:
+`coder` (WriteCode: watches the requirement and change requests), `tester` (WriteTests: watches the
+code), `runner` (RunTests, no LLM: runs code + tests in this container) and `reviewer` (ReviewCode:
+approves with APPROVED or asks for changes, which the coder picks up). Steps are the messages published
+to the environment (`Environment.publish_message` is hooked); step 0 is the requirement (`user`).
+One role acts per round, so the index of the message an action will publish is the number published
+so far, which the LLM call carries in `X-Rootstep-Step`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from typing import Any
+
+import _episode
+
+KINDS = {"coder": "agent", "tester": "agent", "reviewer": "agent", "runner": "tool"}
+PROFILES = {"Engineer": "coder", "QaEngineer": "tester", "Executor": "runner", "Reviewer": "reviewer"}
+
+
+def _write_config(episode: dict[str, Any]) -> None:
+    cfg = episode["config"]
+    home = os.environ.get("HOME") or os.getcwd()
+    os.makedirs(os.path.join(home, ".metagpt"), exist_ok=True)
+    with open(os.path.join(home, ".metagpt", "config2.yaml"), "w", encoding="utf-8") as f:
+        f.write(
+            "llm:\n  api_type: openai\n"
+            f"  base_url: {_episode.agent_base_url(episode, 'unassigned')}\n"
+            "  api_key: unused-the-gateway-holds-the-key\n"
+            f"  model: {cfg.get('model_alias', 'gpt-4o')}\n"
+            "  stream: false\n  calc_usage: false\n"
+            f"  temperature: {cfg.get('temperature', 0)}\n"
+        )
+
+
+def _code_of(text: str) -> str:
+    blocks = re.findall(r"```(?:python|py)?[^\n]*\n(.*?)```", text, re.DOTALL)
+    return (blocks[-1] if blocks else text).strip() + "\n"
+
+
+def run(episode: dict[str, Any]) -> dict[str, Any]:
+    _write_config(episode)
+    os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # no git in the image; projects are not archived
+    import metagpt
+    from metagpt.actions import Action, UserRequirement
+    from metagpt.configs.llm_config import LLMConfig
+    from metagpt.environment import Environment
+    from metagpt.llm import LLM
+    from metagpt.roles import Role
+    from metagpt.schema import Message
+    from metagpt.team import Team
+
+    cfg = episode["config"]
+    prompts = cfg["prompts"]
+    task = episode["task"]["prompt"]
+    published: list[Any] = []
+    original_publish = Environment.publish_message
+
+    def publish_message(self, message, peekable: bool = True):
+        published.append(message)
+        return original_publish(self, message, peekable)
+
+    Environment.publish_message = publish_message
+    _episode.current_step = lambda: len(published)
+
+    def llm_for(agent: str):
+        return LLM(llm_config=LLMConfig(
+            api_type="openai", base_url=_episode.agent_base_url(episode, agent), api_key="unused",
+            model=cfg.get("model_alias", "gpt-4o"), stream=False, calc_usage=False,
+            temperature=cfg.get("temperature", 0), timeout=cfg.get("llm_timeout_s", 600),
+        ))
+
+    def latest(messages, action_name: str) -> str:
+        return next((m.content for m in reversed(messages) if m.cause_by.endswith(action_name)), "")
+
+    class WriteCode(Action):
+        name: str = "WriteCode"
+
+        async def run(self, messages):
+            prompt = prompts["coder"].replace("{task}", task).replace("{review}", latest(messages, "ReviewCode"))
+            return await self._aask(prompt)
+
+    class WriteTests(Action):
+        name: str = "WriteTests"
+
+        async def run(self, messages):
+            prompt = prompts["tester"].replace("{task}", task).replace("{code}", _code_of(latest(messages, "WriteCode")))
+            return await self._aask(prompt)
+
+    class RunTests(Action):
+        name: str = "RunTests"
+
+        async def run(self, messages):
+            program = _code_of(latest(messages, "WriteCode")) + "\n" + _code_of(latest(messages, "WriteTests"))
+            with open("metagpt_check.py", "w", encoding="utf-8") as f:
+                f.write(program)
+            try:
+                done = subprocess.run([sys.executable, "metagpt_check.py"], capture_output=True, text=True,
+                                      timeout=cfg.get("code_timeout_s", 30))
+                tail = (done.stdout + done.stderr)[-2000:]
+                return f"exit code {done.returncode}\n{tail}".strip()
+            except subprocess.TimeoutExpired:
+                return "timed out"
+
+    class ReviewCode(Action):
+        name: str = "ReviewCode"
+
+        async def run(self, messages):
+            prompt = (prompts["reviewer"].replace("{task}", task)
+                      .replace("{code}", _code_of(latest(messages, "WriteCode")))
+                      .replace("{result}", latest(messages, "RunTests")))
+            return await self._aask(prompt)
+
+    def make_role(name: str, profile: str, action: type, watch: list[type], llm: bool = True) -> Role:
+        role = Role(name=name, profile=profile, goal=prompts.get(f"{name}_goal", ""))
+        if llm:
+            role.llm = llm_for(name)
+        role.set_actions([action])
+        role._watch(watch)
+        return role
+
+    coder = make_role("coder", "Engineer", WriteCode, [UserRequirement, ReviewCode])
+    original_observe = coder._observe
+
+    async def observe_changes_only(ignore_memory=False):
+        await original_observe(ignore_memory)
+        coder.rc.news = [m for m in coder.rc.news if "APPROVED" not in m.content]
+        return len(coder.rc.news)
+
+    object.__setattr__(coder, "_observe", observe_changes_only)
+    team = Team()
+    team.hire([
+        coder,
+        make_role("tester", "QaEngineer", WriteTests, [WriteCode]),
+        make_role("runner", "Executor", RunTests, [WriteTests], llm=False),
+        make_role("reviewer", "Reviewer", ReviewCode, [RunTests]),
+    ])
+    team.invest(cfg.get("investment", 1000.0))
+
+    def result() -> dict[str, Any]:
+        steps = []
+        for message in published:
+            agent = "user" if message.cause_by.endswith("UserRequirement") else PROFILES.get(message.role, message.role)
+            steps.append({"agent": agent, "kind": KINDS.get(agent, "human"), "role": message.role,
+                          "content": message.content, "metadata": {"cause_by": message.cause_by}})
+        final = next((s["content"] for s in reversed(steps) if s["agent"] == "coder"), None)
+        return {"steps": steps, "final_answer": final, "framework_version": metagpt.__version__
+                if hasattr(metagpt, "__version__") else "0.8.2"}
+
+    try:
+        asyncio.run(team.run(n_round=cfg.get("n_round", 12), idea=task, auto_archive=False))
+    except Exception as exc:  # noqa: BLE001 - the steps so far are still the trajectory
+        exc.rootstep_partial = result()  # type: ignore[attr-defined]
+        raise
+    return result()
+
+
+if __name__ == "__main__":
+    _episode.main(run)

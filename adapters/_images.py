@@ -1,0 +1,165 @@
+"""The pinned environment image of each framework: the sandbox base image plus that framework's wheels.
+
+Frameworks' dependencies conflict (AG2 pins `openai<3`, smolagents takes `openai` 3.x, MetaGPT pins
+packages that no longer exist), so each runs in its own image. The pins below are the complete
+dependency closure (`pip download <framework> --python-version 3.11` on the host, every wheel pinned),
+so the build is offline and reproducible; the image tag is a hash of these inputs
+(`rootstep.sandboxes.ImageSpec`), built once and rebuilt only when a pin changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rootstep.sandboxes import ImageSpec
+from rootstep.sandboxes._images import RUNNER_PATH, SANDBOX_UID
+
+OPENAI2_VERSION = "2.54.0"
+OPENAI2_CLOSURE = (
+    f"openai=={OPENAI2_VERSION}",
+    "annotated_types==0.8.0", "anyio==4.16.0", "certifi==2026.10.18", "distro==1.9.0", "h11==0.16.0",
+    "httpcore==1.0.9", "httpx==0.28.1", "idna==3.20", "jiter==0.19.0", "pydantic==2.14.3",
+    "pydantic_core==2.50.4", "sniffio==1.3.1", "tqdm==4.70.1", "typing_extensions==4.16.0",
+    "typing_inspection==0.4.5",
+)
+"""The `openai` 2.x client and its complete closure for Python 3.11 (`pip download openai==2.54.0
+--only-binary=:all: --python-version 3.11`): the whole environment of the frameworks rootstep implements
+itself on the OpenAI client (AFlow, AgentPrune)."""
+
+AG2_IMAGE = ImageSpec(
+    name="fw-ag2",
+    requirements=(
+        "autogen==0.14.1",
+        "annotated_types==0.8.0", "anyio==4.16.0", "certifi==2026.10.18", "charset_normalizer==3.5.2",
+        "distro==1.9.0", "fast_depends==3.0.9", "h11==0.16.0", "httpcore==1.0.9", "httpx==0.28.1",
+        "idna==3.20", "jiter==0.19.0", "openai==2.54.0", "packaging==26.3", "pydantic==2.14.3",
+        "pydantic_core==2.50.4", "python_dotenv==1.2.4", "pyyaml==6.0.3", "regex==2026.11.15",
+        "requests==2.34.2", "sniffio==1.3.1", "termcolor==3.3.0", "tiktoken==0.14.0", "tqdm==4.70.1",
+        "typing_extensions==4.16.0", "typing_inspection==0.4.5", "urllib3==2.8.0",
+    ),
+)
+
+SMOLAGENTS_IMAGE = ImageSpec(
+    name="fw-smolagents",
+    requirements=(
+        "smolagents==1.26.0",
+        "annotated_types==0.8.0", "anyio==4.16.0", "certifi==2026.10.18", "charset_normalizer==3.5.2",
+        "click==8.5.1", "filelock==4.2.11", "fsspec==2026.9.0", "h11==0.16.0", "hf_xet==1.8.0",
+        "httpcore2==2.16.2", "httpx2==2.16.2", "huggingface_hub==2.4.0", "idna==3.20", "jinja2==3.1.6",
+        "jiter==0.19.0", "markdown_it_py==4.3.0", "markupsafe==3.0.4", "mdurl==0.1.2", "openai==3.54.0",
+        "packaging==26.3", "pillow==13.0.0", "pydantic==2.14.3", "pydantic_core==2.50.4", "pygments==2.21.0",
+        "python_dotenv==1.2.4", "pyyaml==6.0.3", "requests==2.34.2", "rich==15.0.0", "sniffio==1.3.1",
+        "tqdm==4.70.1", "truststore==0.10.5", "typing_extensions==4.16.0", "typing_inspection==0.4.5",
+        "urllib3==2.8.0",
+    ),
+)
+
+
+class WheelhouseImageSpec(ImageSpec):
+    """An image whose pins are installed with `--no-deps`: for frameworks whose own metadata cannot be
+    satisfied (MetaGPT 0.8.2 pins `lancedb==0.4.0`, which no longer exists). `requirements` is then the
+    complete, hand-checked closure; `from_source` are pins published only as source distributions
+    (pure Python), built into wheels on the host with `pip wheel --no-deps`.
+    """
+
+    from_source: tuple[str, ...] = ()
+
+    def dockerfile(self) -> str:
+        return "\n".join([
+            f"FROM {self.base.tag()}",
+            "COPY wheels /tmp/rootstep/wheels",
+            "RUN python3 -m pip install --no-index --no-deps --no-cache-dir --break-system-packages "
+            "--disable-pip-version-check /tmp/rootstep/wheels/*.whl && rm -rf /tmp/rootstep",
+            f"COPY runner.py {RUNNER_PATH}",
+            f"USER {SANDBOX_UID}:{SANDBOX_UID}",
+            "WORKDIR /work",
+            f'CMD ["python3", "{RUNNER_PATH}"]',
+        ]) + "\n"
+
+    def tag(self) -> str:
+        from rootstep.sandboxes import _images as sandbox_images
+
+        runner = Path(sandbox_images.__file__).with_name("_runner.py").read_text()
+        digest = hashlib.sha256("\0".join([self.base.tag(), *self.requirements, "--", *self.from_source,
+                                           self.dockerfile(), runner]).encode()).hexdigest()[:16]
+        return f"rootstep-{self.name}:{digest}"
+
+
+def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
+    """Every pin as a wheel for the image's Python, downloaded (or built from source) once into the cache."""
+    from rootstep.sandboxes._images import _stream, cache_dir
+
+    key = hashlib.sha256("\0".join([*spec.requirements, "--", *spec.from_source, spec.base.python_version,
+                                    platform.machine()]).encode()).hexdigest()[:16]
+    dest = cache_dir() / "wheels" / f"nodeps-{key}"
+    if (dest / ".complete").exists():
+        report.step(f"wheels for {spec.name} are cached ({dest})")
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    binary = [r for r in spec.requirements if r not in spec.from_source]
+    (dest / "requirements.txt").write_text("\n".join(binary) + "\n")
+    report.step(f"pip download {len(binary)} pinned wheels for {spec.name} (--no-deps, python {spec.base.python_version})")
+    machine = platform.machine()
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
+           "--no-deps", "--only-binary=:all:", "--python-version", spec.base.python_version,
+           "--implementation", "cp", "--abi", f"cp{spec.base.python_version.replace('.', '')}",
+           "--dest", str(dest), "-r", str(dest / "requirements.txt")]
+    for version in ("2014", "_2_17", "_2_28", "_2_31", "_2_34", "_2_36"):
+        cmd += ["--platform", f"manylinux{version}_{machine}"]
+    _stream(cmd, report, f"pip download for {spec.name}")
+    if spec.from_source:
+        report.step(f"pip wheel {len(spec.from_source)} pure-Python source distributions: {', '.join(spec.from_source)}")
+        _stream([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--progress-bar", "off",
+                 "--no-deps", "--wheel-dir", str(dest), *spec.from_source], report, f"pip wheel for {spec.name}")
+    (dest / ".complete").write_text("ok\n")
+    return dest
+
+
+def build_wheelhouse_image(client: Any, spec: WheelhouseImageSpec, *, report: Any, force: bool = False) -> str:
+    """Build `spec` (base first if needed) unless its tag exists; return the tag. The build is offline."""
+    from rootstep.sandboxes._images import build_base, image_exists
+    from rootstep.sandboxes._limits import SandboxUnavailableError
+
+    tag = spec.tag()
+    if not force and image_exists(client, tag):
+        report.step(f"image {tag} is up to date")
+        return tag
+    build_base(client, spec.base, report=report)
+    wheels = _wheelhouse(spec, report)
+    with tempfile.TemporaryDirectory(prefix="rootstep-ctx-") as ctx_dir:
+        ctx = Path(ctx_dir)
+        (ctx / "Dockerfile").write_text(spec.dockerfile())
+        from rootstep.sandboxes import _images as sandbox_images
+
+        shutil.copy(Path(sandbox_images.__file__).with_name("_runner.py"), ctx / "runner.py")
+        shutil.copytree(wheels, ctx / "wheels", ignore=shutil.ignore_patterns("requirements.txt", ".complete"))
+        report.step(f"docker build {tag} (offline, {len(list((ctx / 'wheels').glob('*.whl')))} wheels, --no-deps)")
+        errors: list[str] = []
+        for chunk in client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True,
+                                      network_mode="none", labels={"rootstep.image": spec.name}):
+            if "stream" in chunk and chunk["stream"].strip():
+                report.line(chunk["stream"].rstrip())
+            if "error" in chunk:
+                errors.append(chunk["error"])
+        if errors or not image_exists(client, tag):
+            raise SandboxUnavailableError(f"docker build of {tag} failed: {' '.join(errors) or 'no image produced'}")
+    return tag
+
+
+_METAGPT_LOCK = Path(__file__).with_name("_metagpt.lock")
+
+METAGPT_IMAGE = WheelhouseImageSpec(
+    name="fw-metagpt",
+    # metagpt==0.8.2 and the closure of what importing its Team/roles needs, checked by importing it;
+    # its pins that no longer exist or no longer import are replaced: lancedb (dropped: nothing
+    # imported needs it), pydantic 2.8.2 (2.9+ breaks its forward references), python-docx 1.1.2
+    # (0.8.11 has no wheel), volcengine-python-sdk 1.0.94 (the ~=1.0.94 pin, built from source).
+    requirements=tuple(line.strip() for line in _METAGPT_LOCK.read_text().splitlines() if line.strip()),
+    from_source=("gitignore_parser==0.1.13", "volcengine_python_sdk==1.0.94"),
+)

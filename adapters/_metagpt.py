@@ -1,0 +1,58 @@
+"""MetaGPT (`metagpt==0.8.2`, its `lancedb==0.4.0` pin overridden) adapter: a Team of MetaGPT Roles.
+
+| agent | MetaGPT role (profile) / action | steps | LLM calls |
+|---|---|---|---|
+| `user` | the Team's idea (UserRequirement) | step 0, `human` | none |
+| `coder` | Engineer / WriteCode, watches UserRequirement and ReviewCode | `agent` | one per step |
+| `tester` | QaEngineer / WriteTests, watches WriteCode | `agent` | one per step |
+| `runner` | Executor / RunTests (no LLM): code + asserts run in the container | `tool` | none |
+| `reviewer` | Reviewer / ReviewCode, watches RunTests; APPROVED ends the project | `agent` | one per step |
+
+Steps are the messages published to the Team's Environment (`publish_message` is hooked). Each role
+has its own LLM (`LLMConfig(base_url=<gateway>/run/<id>/agent/<role>/v1)`), non-streaming, usage taken
+from the response (no tiktoken download), temperature 0. The final answer is the coder's last message.
+The roles are custom (MetaGPT's own multi-agent tutorial pattern) rather than the software-company
+ProductManager/Architect/Engineer/QaEngineer: those produce a whole repository through structured
+ActionNode outputs, which a benchmark function-level task does not need.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rootstep.adapters._images import METAGPT_IMAGE
+from rootstep.adapters.base import Adapter
+from rootstep.prompts import render
+from rootstep.warehouse import Task
+
+
+class MetaGPTAdapter(Adapter):
+    name = "metagpt"
+    package = "metagpt"
+    version = "0.8.2"
+    agents = ("user", "coder", "tester", "runner", "reviewer")
+    step_kinds = {"user": ("human",), "coder": ("agent",), "tester": ("agent",), "runner": ("tool",),
+                  "reviewer": ("agent",)}
+    task_kinds = ("coding", "math")
+    driver = "metagpt_driver.py"
+    image = METAGPT_IMAGE
+
+    def episode_config(self, task: Task) -> dict[str, Any]:
+        # the templates keep {task}/{code}/{review}/{result} for the driver to fill in
+        raw = {"task": "{task}", "code": "{code}", "review": "{review}", "result": "{result}"}
+        return {
+            "prompts": {
+                "coder": render("metagpt_coder.j2", kind=task.kind, **raw),
+                "tester": render("metagpt_tester.j2", **raw),
+                "reviewer": render("metagpt_reviewer.j2", **raw),
+            },
+            "n_round": 12,
+            "temperature": 0,
+            "code_timeout_s": 30,
+        }
+
+    @classmethod
+    def build(cls, client: Any, *, report: Any, force: bool = False) -> str:
+        from rootstep.adapters._images import build_wheelhouse_image
+
+        return build_wheelhouse_image(client, cls.image, report=report, force=force)

@@ -1,0 +1,46 @@
+"""smolagents (`smolagents==1.26.0`) adapter: a manager CodeAgent with a managed coder CodeAgent.
+
+| agent | smolagents class | steps | LLM calls |
+|---|---|---|---|
+| `user` | - | step 0, `human`: the task | none |
+| `manager` | CodeAgent with `managed_agents=[coder]` | `agent`: thought + code; the observation is its execution log | one per step |
+| `coder` | CodeAgent (managed) | `agent`: thought + code, run by its local Python executor in the container | one per step |
+
+Steps come from `step_callbacks` on both agents, ordered by start time (a step's index is fixed when
+its model call starts). Code runs in smolagents' local Python executor, inside the sandbox container.
+When an agent reaches `max_steps`, smolagents makes one more call for a final answer; that call
+produces an `agent` step as well. The final answer is the manager's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rootstep.adapters._images import SMOLAGENTS_IMAGE
+from rootstep.adapters.base import Adapter
+from rootstep.prompts import render
+from rootstep.warehouse import Task
+
+
+class SmolagentsAdapter(Adapter):
+    name = "smolagents"
+    package = "smolagents"
+    version = "1.26.0"
+    agents = ("user", "manager", "coder")
+    step_kinds = {"user": ("human",), "manager": ("agent",), "coder": ("agent",)}
+    task_kinds = ("coding", "math")
+    driver = "smolagents_driver.py"
+    image = SMOLAGENTS_IMAGE
+
+    def episode_config(self, task: Task) -> dict[str, Any]:
+        return {
+            "prompts": {
+                "manager": render("smolagents_manager.j2"),
+                "coder": render("smolagents_coder.j2", kind=task.kind),
+                "coder_description": render("smolagents_coder_description.j2"),
+            },
+            "manager_max_steps": 4,
+            "coder_max_steps": 4,
+            "temperature": 0,
+            "authorized_imports": ["math"],
+        }

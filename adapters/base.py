@@ -1,0 +1,439 @@
+"""The `Adapter` contract every framework adapter implements, and the machinery they share.
+
+An adapter runs one multi-agent framework on one task and returns a `Trajectory`:
+
+    from rootstep.adapters import get_adapter
+    adapter = get_adapter("ag2", gateway=server)                  # server: a started GatewayServer
+    trajectory = adapter.run(task, "openai/gpt-4o-mini")          # recorded through the gateway
+    again = adapter.replay(trajectory)                            # exact: zero live calls, same steps
+    fixed = adapter.replay(trajectory, Intervention(run_id=..., step=3, new_content="..."))
+
+How a run goes (`Adapter.run`):
+1. the framework's pinned image (`image`, an `ImageSpec`: the sandbox base plus the framework's wheels)
+   must exist (`rootstep frameworks build`);
+2. the run is registered with the gateway (`RunContext`, record mode) under a fresh gateway run id;
+3. one sandbox session (a container of that image, gateway-only network: `ROOTSTEP_GATEWAY_URL` inside)
+   gets `episode.json` (task, run id, prompts and options), the shared `_episode.py` and the framework's
+   driver, and runs the driver; the driver prints the framework's steps as one JSON line;
+4. every LLM-produced step is linked to the gateway calls that produced it: the driver sends
+   `X-Rootstep-Step: <index>` with every request, so the journal says which step each call made; calls
+   whose step is not an agent step of that agent (planning, speaker selection, ...) are kept in
+   `metadata["unlinked_calls"]` with their purpose;
+5. the verifier (Task x final answer -> Verdict) decides success.
+
+`Adapter.replay` re-runs the framework from the start against a replay run of the gateway: the recorded
+calls serve the prefix, the intervention is forced at its step, later calls go live.
+
+Whatever the data model has no field for is kept in `Trajectory.metadata`: `gateway_run_id`,
+`agent_models`, `task` (the full Task, so a replay can re-run it), `framework_version`, `image`,
+`gateway_stats`, `unlinked_calls`, `error`, and for replays `replay` (intervention, stats, divergence,
+whether the steps before the intervention equal the recording's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from abc import ABC
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from rootstep.warehouse import Intervention, LLMCall, Step, Task, Trajectory, Verdict
+from rootstep.warehouse.errors import RootstepError
+from rootstep.warehouse._models import StepKind, TaskKind
+
+if TYPE_CHECKING:
+    from rootstep.adapters.gateway import GatewayServer
+    from rootstep.sandboxes import ImageSpec, Sandbox
+
+DRIVERS_DIR = Path(__file__).resolve().parent / "_drivers"
+MARKER = "<<<ROOTSTEP_TRAJECTORY>>>"
+
+Verifier = Callable[[Task, "str | None"], Verdict]
+"""Omega: (task, final answer) -> Verdict."""
+
+
+class AdapterError(RootstepError):
+    """The framework episode could not be run or its output not read (infrastructure, not a verdict)."""
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def default_verifier(sandbox: "Sandbox | None" = None) -> Verifier:
+    """`rootstep.benchmarks.verify` with a sandbox for code verifiers (made on first use, no network)."""
+    holder: dict[str, Any] = {"sandbox": sandbox}
+
+    def verify(task: Task, answer: str | None) -> Verdict:
+        from rootstep.benchmarks import verify as benchmark_verify
+        from rootstep.benchmarks._registry import verifier_info
+
+        if verifier_info(task.verifier).needs_sandbox and holder["sandbox"] is None:
+            from rootstep.sandboxes import get_sandbox
+
+            holder["sandbox"] = get_sandbox()
+        return benchmark_verify(task, answer, sandbox=holder["sandbox"])
+
+    return verify
+
+
+class Adapter(ABC):
+    """Runs one framework inside its sandbox image, through the gateway, and replays it.
+
+    Subclasses set the class attributes and `episode_config`; the rest is shared. Per-call arguments
+    (`gateway`, `sandbox`, `verifier`) override the ones given to the constructor.
+
+    Args:
+        gateway: a started `GatewayServer`; the adapter registers its runs with `gateway.gateway`.
+        sandbox: a sandbox whose `session()` runs the episode. Default: a `DockerSandbox` of `image`
+            with the gateway-only network to the gateway's port and `limits` (made per run, then closed).
+        verifier: Omega (Task x final answer -> Verdict). Default: `rootstep.benchmarks.verify`.
+        timeout_s: wall clock of one episode inside the sandbox.
+        memory_mb, cpus: the episode container's limits.
+        options: framework options merged into the episode config (for example `max_round`).
+    """
+
+    name: ClassVar[str]
+    """Registry name, also `Trajectory.framework`."""
+    package: ClassVar[str]
+    """The PyPI distribution of the framework."""
+    version: ClassVar[str]
+    """The pinned version in `image`."""
+    agents: ClassVar[tuple[str, ...]]
+    """The agents' names as they appear in `Step.agent` (and in the gateway's URLs)."""
+    step_kinds: ClassVar[dict[str, tuple[StepKind, ...]]]
+    """Agent -> the step kinds it produces (only `agent` steps are LLM-produced)."""
+    task_kinds: ClassVar[tuple[TaskKind, ...]]
+    driver: ClassVar[str]
+    """The file in `_drivers/` that runs an episode inside the container."""
+    image: ClassVar["ImageSpec"]
+
+    def __init__(
+        self,
+        gateway: "GatewayServer | None" = None,
+        sandbox: "Sandbox | None" = None,
+        verifier: Verifier | None = None,
+        *,
+        timeout_s: float = 600.0,
+        memory_mb: int = 1536,
+        cpus: float = 1.0,
+        **options: Any,
+    ):
+        self.gateway = gateway
+        self.sandbox = sandbox
+        self.verifier = verifier
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.cpus = cpus
+        self.options = options
+
+    # ------------------------------------------------------------------ what subclasses provide
+
+    def episode_config(self, task: Task) -> dict[str, Any]:
+        """Framework options and prompts passed to the driver (inside `episode.json`)."""
+        raise NotImplementedError
+
+    def final_answer(self, task: Task, steps: list[Step], driver_answer: str | None) -> str | None:
+        """The answer Omega judges; by default what the driver reported."""
+        return driver_answer
+
+    # ------------------------------------------------------------------ the contract
+
+    def run(
+        self,
+        task: Task,
+        model: str,
+        sandbox: "Sandbox | None" = None,
+        gateway: "GatewayServer | None" = None,
+        *,
+        agent_models: dict[str, str] | None = None,
+        verifier: Verifier | None = None,
+        run_id: str | None = None,
+        **context: Any,
+    ) -> Trajectory:
+        """Run the framework on `task` with `model` (a litellm model string, or per agent
+        `agent_models`), record every LLM call through the gateway, verify, return the trajectory.
+
+        `context` goes to the gateway's `RunContext` (`api_key`, `api_base`, `litellm_kwargs`, `cache`).
+        """
+        from rootstep.adapters.gateway import RunContext
+
+        self._check_task(task)
+        server = self._server(gateway)
+        run_id = run_id or self._new_run_id(task)
+        ctx = RunContext(run_id=run_id, framework=self.name, benchmark=task.benchmark, model=model,
+                         agent_models=dict(agent_models or {}), **context)
+        return self._episode(task, ctx, server, sandbox, verifier, parent=None)
+
+    def replay(
+        self,
+        trajectory: Trajectory,
+        intervention: Intervention | None = None,
+        *,
+        model: str | None = None,
+        sandbox: "Sandbox | None" = None,
+        gateway: "GatewayServer | None" = None,
+        verifier: Verifier | None = None,
+        run_id: str | None = None,
+        **context: Any,
+    ) -> Trajectory:
+        """Re-run `trajectory`'s task from the start, the gateway serving its recorded calls.
+
+        Without an intervention the replay must reproduce the recording with zero live calls. With one,
+        the step `intervention.step` (an `agent` step) is forced to `new_content`, earlier steps are
+        served from the recording, and calls after it go live to `model` (default: the recorded one).
+        `intervention.run_id` may be the trajectory's id or its gateway run id.
+        """
+        from rootstep.adapters.gateway import RunContext
+
+        meta = trajectory.metadata
+        if "gateway_run_id" not in meta or "task" not in meta:
+            raise AdapterError("this trajectory was not collected by a rootstep adapter (no gateway_run_id/task "
+                               "in its metadata): it cannot be replayed")
+        if trajectory.framework != self.name:
+            raise AdapterError(f"a {trajectory.framework} trajectory cannot be replayed by the {self.name} adapter")
+        task = Task.model_validate(meta["task"])
+        recorded_run = meta["gateway_run_id"]
+        if intervention is not None:
+            if not 0 <= intervention.step < len(trajectory.steps):
+                raise ValueError(f"intervention.step {intervention.step} is outside the trajectory (0..{len(trajectory.steps) - 1})")
+            target = trajectory.steps[intervention.step]
+            if target.kind != "agent" or not target.call_ids:
+                raise ValueError(f"step {intervention.step} is a {target.kind} step of {target.agent} with no LLM call: "
+                                 "only LLM-produced agent steps can be intervened on")
+            intervention = intervention.model_copy(update={"run_id": recorded_run, "agent": intervention.agent or target.agent})
+        server = self._server(gateway)
+        suffix = "x" if intervention is None else f"s{intervention.step}-{_digest(intervention.model_dump())[:6]}"
+        ctx = RunContext(
+            run_id=run_id or f"{recorded_run[:120]}-rpl-{suffix}-{uuid.uuid4().hex[:8]}",
+            framework=self.name, benchmark=task.benchmark, mode="replay", replay_of=recorded_run,
+            model=model or trajectory.model or "", agent_models=dict(meta.get("agent_models") or {}),
+            intervention=intervention,
+            step_calls={s.index: list(s.call_ids) for s in trajectory.steps if s.call_ids},
+            **context,
+        )
+        result = self._episode(task, ctx, server, sandbox, verifier, parent=trajectory)
+        stats = result.metadata.get("gateway_stats", {})
+        cut = len(trajectory.steps) if intervention is None else intervention.step
+        prefix_ok = (
+            len(result.steps) >= cut
+            and all(a.content_key() == b.content_key() for a, b in zip(trajectory.steps[:cut], result.steps[:cut]))
+        )
+        result.metadata = {**result.metadata, "replay": {
+            "of": trajectory.id,
+            "of_gateway_run_id": recorded_run,
+            "intervention": None if intervention is None else intervention.model_dump(mode="json"),
+            "live_calls": stats.get("live", 0),
+            "replayed_calls": stats.get("replayed", 0),
+            "forced_calls": stats.get("forced", 0),
+            "divergence": stats.get("divergence"),
+            "prefix_identical": prefix_ok,
+            "identical": intervention is None and prefix_ok and len(result.steps) == len(trajectory.steps),
+        }}
+        return result
+
+    # ------------------------------------------------------------------ shared machinery
+
+    def image_tag(self) -> str:
+        return self.image.tag()
+
+    @classmethod
+    def build(cls, client: Any, *, report: Any, force: bool = False) -> str:
+        """Build the framework's image unless its tag exists (`rootstep frameworks build`); return the tag."""
+        from rootstep.sandboxes._images import build_image
+
+        return build_image(client, cls.image, report=report, force=force)
+
+    def image_built(self) -> bool | None:
+        """True/False whether the image exists; None when no Docker daemon is reachable."""
+        from rootstep.sandboxes._images import image_exists
+        from rootstep.sandboxes._limits import SandboxUnavailableError
+
+        try:
+            from rootstep.sandboxes._docker import docker_client
+
+            return image_exists(docker_client(), self.image_tag())
+        except SandboxUnavailableError:
+            return None
+
+    def config_hash(self, task: Task) -> str:
+        driver = (DRIVERS_DIR / self.driver).read_text() + (DRIVERS_DIR / "_episode.py").read_text()
+        config = {**self.episode_config(task), **self.options}
+        return _digest([self.name, self.image_tag(), config, hashlib.sha256(driver.encode()).hexdigest()])
+
+    def _check_task(self, task: Task) -> None:
+        if task.kind not in self.task_kinds:
+            raise ValueError(f"the {self.name} adapter runs {', '.join(self.task_kinds)} tasks, not {task.kind!r}")
+
+    def _server(self, gateway: "GatewayServer | None") -> "GatewayServer":
+        server = gateway or self.gateway
+        if server is None:
+            raise AdapterError("no gateway: pass a started GatewayServer (adapter(gateway=...) or run(..., gateway=...))")
+        return server
+
+    def _new_run_id(self, task: Task) -> str:
+        safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in f"{task.benchmark}-{task.task_id}")[:80]
+        return f"{self.name}-{safe}-{uuid.uuid4().hex[:12]}"
+
+    def _sandbox(self, server: "GatewayServer", sandbox: "Sandbox | None") -> tuple["Sandbox", bool]:
+        """The sandbox to run the episode in, and whether this call made it (and must close it)."""
+        given = sandbox or self.sandbox
+        if given is not None:
+            return given, False
+        from rootstep.sandboxes import SandboxLimits, SandboxNetwork
+        from rootstep.sandboxes._docker import DockerSandbox
+
+        limits = SandboxLimits(
+            network=SandboxNetwork.gateway_only(server.port), timeout_s=self.timeout_s,
+            memory_mb=self.memory_mb, cpus=self.cpus, pids=512, work_mb=256, tmp_mb=128,
+        )
+        try:
+            return DockerSandbox(self.image_tag(), limits, pool=0), True
+        except Exception as exc:
+            if "is not built" in str(exc):
+                raise AdapterError(f"{exc} (framework images: `rootstep frameworks build`)") from exc
+            raise
+
+    def _episode(self, task: Task, ctx: Any, server: "GatewayServer", sandbox: "Sandbox | None",
+                 verifier: Verifier | None, parent: Trajectory | None) -> Trajectory:
+        gateway = server.gateway
+        gateway.register(ctx)
+        config = {**self.episode_config(task), **self.options}
+        episode = {
+            "run_id": ctx.run_id,
+            "gateway_url": server.url,
+            "task": task.model_dump(mode="json"),
+            "config": config,
+        }
+        files = {
+            "episode.json": json.dumps(episode),
+            "_episode.py": (DRIVERS_DIR / "_episode.py").read_text(),
+            self.driver: (DRIVERS_DIR / self.driver).read_text(),
+        }
+        started = datetime.now(timezone.utc)
+        clock = time.monotonic()
+        box, owned = self._sandbox(server, sandbox)
+        try:
+            with box.session() as session:
+                result = session.run(["python3", self.driver], files=files, timeout=self.timeout_s)
+        except AdapterError:
+            raise
+        except Exception as exc:
+            # the framework's own errors come back in the driver's output: anything raised here is the
+            # container or the Docker daemon failing (infrastructure, so the flows retry it)
+            raise AdapterError(f"{self.name} episode {ctx.run_id}: the sandbox failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if owned:
+                box.close()
+            stats = gateway.unregister(ctx.run_id)
+        duration = time.monotonic() - clock
+        out = _parse_output(result.stdout)
+        if out is None:
+            why = "timed out" if result.timed_out else ("ran out of memory" if result.oom_killed else f"exit {result.exit_code}")
+            raise AdapterError(f"{self.name} episode {ctx.run_id} {why} without a trajectory; stderr:\n{result.stderr[-3000:]}"
+                               f"\nstdout:\n{result.stdout[-1500:]}")
+        calls = gateway.calls(ctx.run_id)
+        steps, unlinked = link_steps(out.get("steps", []), calls)
+        answer = self.final_answer(task, steps, out.get("final_answer"))
+        verify = verifier or self.verifier or default_verifier()
+        verdict = verify(task, answer)
+        metadata: dict[str, Any] = {
+            "gateway_run_id": ctx.run_id,
+            "agent_models": dict(ctx.agent_models),
+            "task": task.model_dump(mode="json"),
+            "framework_version": out.get("framework_version", self.version),
+            "image": self.image_tag(),
+            "gateway_stats": stats.as_dict(),
+            "llm_calls": len(calls),
+            "unlinked_calls": unlinked,
+            "episode": {"exit_code": result.exit_code, "timed_out": result.timed_out,
+                        "seconds": round(result.duration_s, 3)},
+        }
+        if out.get("error"):
+            metadata["error"] = out["error"]
+            metadata["traceback"] = out.get("traceback")
+        return Trajectory(
+            framework=self.name,
+            benchmark=task.benchmark,
+            task_id=task.task_id,
+            question=task.prompt,
+            ground_truth=task.ground_truth,
+            steps=steps,
+            final_answer=answer,
+            verdict=verdict,
+            model=ctx.model,
+            config_hash=self.config_hash(task),
+            source="rootstep",
+            parent_run_id=None if parent is None else parent.id,
+            started_at=started,
+            duration_s=round(duration, 3),
+            prompt_tokens=sum(c.prompt_tokens for c in calls),
+            completion_tokens=sum(c.completion_tokens for c in calls),
+            cost_usd=sum(c.cost_usd for c in calls),
+            metadata=metadata,
+        )
+
+
+def _parse_output(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                return json.loads(line[len(MARKER):])
+            except json.JSONDecodeError as exc:
+                raise AdapterError(f"the driver's trajectory line is not JSON: {exc}") from exc
+    return None
+
+
+def link_steps(raw_steps: list[dict[str, Any]], calls: list[LLMCall]) -> tuple[list[Step], list[dict[str, Any]]]:
+    """Steps from the driver's output, each `agent` step linked to the calls that produced it.
+
+    A call belongs to step i when it carries `step_index == i` (the driver's `X-Rootstep-Step` header)
+    and was made by that step's agent. Agent steps left with no call (a driver that could not say which
+    step a call made) take the agent's unlinked `step` calls in order. Calls left over (speaker
+    selection, planning, parse retries, a call that failed or whose answer produced no step) are returned
+    as `{id, agent, purpose, step_index, mode, error}`.
+    """
+    steps: list[Step] = []
+    position_of: dict[int, int] = {}  # the driver's step index (what calls carry) -> position here
+    for index, raw in enumerate(raw_steps):
+        position_of[int(raw.get("index", index))] = index
+        started = raw.get("started_at")
+        steps.append(Step(
+            index=index,
+            agent=str(raw.get("agent") or "unknown"),
+            kind=raw.get("kind", "agent"),
+            content=str(raw.get("content") or ""),
+            role=raw.get("role"),
+            tool_calls=list(raw.get("tool_calls") or []),
+            observation=raw.get("observation"),
+            started_at=None if started is None else datetime.fromtimestamp(float(started), timezone.utc),
+            metadata=dict(raw.get("metadata") or {}),
+        ))
+    taken: set[str] = set()
+    by_step: dict[int, list[LLMCall]] = {}
+    for call in calls:
+        if call.step_index is not None and call.step_index in position_of:
+            by_step.setdefault(position_of[call.step_index], []).append(call)
+    for step in steps:
+        if step.kind != "agent":
+            continue
+        mine = [c for c in by_step.get(step.index, []) if c.agent == step.agent]
+        step.call_ids = [c.id for c in mine]
+        taken.update(step.call_ids)
+    for step in steps:
+        if step.kind == "agent" and not step.call_ids:
+            spare = next((c for c in calls if c.id not in taken and c.agent == step.agent
+                          and c.purpose == "step" and c.step_index is None), None)
+            if spare is not None:
+                step.call_ids = [spare.id]
+                taken.add(spare.id)
+    unlinked = [
+        {"id": c.id, "agent": c.agent, "purpose": c.purpose, "step_index": c.step_index, "mode": c.mode,
+         "error": c.error}
+        for c in calls if c.id not in taken
+    ]
+    return steps, unlinked

@@ -1,0 +1,85 @@
+"""`rootstep frameworks ...`: list the framework adapters and build their sandbox images.
+
+Module-level imports stay light (adapters, docker and the frameworks' specs load inside the commands).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="Framework adapters: list them, build their pinned sandbox images.",
+                  invoke_without_command=True)
+console = Console(stderr=True)
+
+
+@app.callback()
+def _default(ctx: typer.Context) -> None:
+    """Without a subcommand: the same as `rootstep frameworks list`."""
+    if ctx.invoked_subcommand is None:
+        list_cmd()
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """Each adapter: framework package and version, image tag and whether it is built, agents, task kinds."""
+    from rootstep.adapters import adapter_class, list_adapters
+
+    table = Table("framework", "package", "image", "status", "agents", "task kinds")
+    for name in list_adapters():
+        cls = adapter_class(name)
+        adapter = cls()
+        built = adapter.image_built()
+        status = "[yellow]no docker[/]" if built is None else ("[green]built[/]" if built else "[red]not built[/]")
+        table.add_row(name, f"{cls.package}=={cls.version}", adapter.image_tag(), status,
+                      ", ".join(cls.agents), ", ".join(cls.task_kinds))
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+@app.command("build")
+def build_cmd(
+    framework: Optional[list[str]] = typer.Option(None, "--framework", "-f", help="Framework(s) to build (default: all)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the image's tag exists."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every line of pip and docker."),
+    skip_if_no_docker: bool = typer.Option(
+        False, "--skip-if-no-docker", help="Exit 0 with a message when no Docker daemon is reachable (CI)."
+    ),
+) -> None:
+    """Build each framework's image (sandbox base + pinned wheels, offline build); a no-op when up to date."""
+    import time
+
+    from rootstep.adapters import adapter_class, list_adapters
+    from rootstep.sandboxes._docker import docker_client
+    from rootstep.sandboxes._limits import SandboxUnavailableError
+    from rootstep.sandboxes.cli import _ConsoleReporter
+
+    names = framework or list_adapters()
+    unknown = [n for n in names if n not in list_adapters()]
+    if unknown:
+        console.print(f"[bold red]error:[/] unknown framework(s) {unknown}; known: {list_adapters()}")
+        raise typer.Exit(2)
+    try:
+        client = docker_client()
+    except SandboxUnavailableError as exc:
+        if skip_if_no_docker:
+            console.print(f"[yellow]frameworks build skipped:[/] {exc}\nFramework adapter tests will be skipped.")
+            raise typer.Exit(0) from None
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    reporter = _ConsoleReporter(verbose)
+    table = Table("framework", "image", "seconds")
+    for name in names:
+        cls = adapter_class(name)
+        reporter.step(f"framework {name} ({cls.package}=={cls.version})")
+        start = time.monotonic()
+        try:
+            tag = cls.build(client, report=reporter, force=force)
+        except SandboxUnavailableError as exc:
+            console.print(f"[bold red]error:[/] {exc}")
+            raise typer.Exit(2) from None
+        table.add_row(name, tag, f"{time.monotonic() - start:.1f}")
+    console.print(table)

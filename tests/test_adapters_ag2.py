@@ -1,0 +1,118 @@
+"""AG2 (autogen 0.14.1) GroupChat run for real inside its sandbox image, scripted LLM answers through the
+in-process gateway: a run that succeeds, one that fails, an exact replay, an intervention that flips it."""
+
+from __future__ import annotations
+
+import pytest
+
+from rootstep.warehouse import Intervention
+
+from ._adapter_support import add_task, framework_env
+
+pytestmark = pytest.mark.docker
+
+RIGHT = "Here is the solution.\n```python\ndef add(a, b):\n    return a + b\n\nprint(add(1, 2))\n```"
+WRONG = "Here is the solution.\n```python\ndef add(a, b):\n    return a - b\n\nprint(add(1, 2))\n```"
+FIX = "The executor printed -1 for add(1, 2), expected 3: add must return a + b. Fix it."
+
+
+def _coder(messages, params):
+    """Writes the wrong function until the critic asks for a fix."""
+    return RIGHT if any("Fix it" in str(m.get("content")) for m in messages) else WRONG
+
+
+def _critic(messages, params):
+    """A careless critic: approves whatever it is shown."""
+    return "The code ran without errors. TERMINATE"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, docker_sandbox):
+    from rootstep.adapters.gateway import register_script
+
+    register_script("ag2-test-coder-right", lambda m, p: RIGHT)
+    register_script("ag2-test-coder", _coder)
+    register_script("ag2-test-critic", _critic)
+    yield from framework_env("ag2", tmp_path_factory, docker_sandbox)
+
+
+@pytest.fixture(scope="module")
+def failed(env):
+    return env["adapter"].run(add_task(), "scripted/ag2-test-coder", agent_models={"critic": "scripted/ag2-test-critic"})
+
+
+def test_coding_task_succeeds(env):
+    t = env["adapter"].run(add_task(), "scripted/ag2-test-coder-right", agent_models={"critic": "scripted/ag2-test-critic"})
+    assert "error" not in t.metadata, t.metadata.get("traceback")
+    assert t.framework == "ag2" and t.metadata["framework_version"] == "0.14.1"
+    assert [(s.agent, s.kind) for s in t.steps] == [
+        ("executor", "human"), ("coder", "agent"), ("executor", "tool"), ("critic", "agent")]
+    assert "exitcode: 0" in t.steps[2].content and "Code output: 3" in t.steps[2].content
+    assert t.verdict.success and t.verdict.details["passed"] == 3
+    # every LLM step is linked to exactly the gateway call that produced it; tool/human steps to none
+    calls = {c.id: c for c in env["gateway"].calls(t.metadata["gateway_run_id"])}
+    assert len(calls) == 2 and t.metadata["unlinked_calls"] == []
+    for step in t.steps:
+        if step.kind == "agent":
+            assert len(step.call_ids) == 1
+            call = calls[step.call_ids[0]]
+            assert (call.agent, call.step_index, call.purpose, call.mode) == (step.agent, step.index, "step", "live")
+            assert call.simulated
+        else:
+            assert step.call_ids == []
+    assert t.metadata["gateway_stats"]["live"] == 2
+
+
+def test_coding_task_fails(failed):
+    assert "error" not in failed.metadata, failed.metadata.get("traceback")
+    assert [s.agent for s in failed.steps] == ["executor", "coder", "executor", "critic"]
+    assert "Code output: -1" in failed.steps[2].content
+    assert "return a - b" in failed.final_answer
+    assert failed.verdict.success is False and failed.verdict.details["passed"] == 0
+
+
+def test_exact_replay_reproduces_the_run_with_zero_live_calls(env, failed):
+    r = env["adapter"].replay(failed)
+    info = r.metadata["replay"]
+    assert info["live_calls"] == 0 and info["replayed_calls"] == 2 and info["divergence"] is None
+    assert info["identical"] is True
+    assert [s.content_key() for s in r.steps] == [s.content_key() for s in failed.steps]
+    assert r.final_answer == failed.final_answer and r.verdict.success is False
+    assert r.parent_run_id == failed.id
+    modes = {c.mode for c in env["gateway"].calls(r.metadata["gateway_run_id"])}
+    assert modes == {"replayed"}
+
+
+def test_intervention_on_the_critic_flips_the_outcome(env, failed):
+    t = 3  # the critic's approval of the wrong code: the decisive error
+    assert failed.steps[t].agent == "critic"
+    r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=t, new_content=FIX))
+    info = r.metadata["replay"]
+    assert info["prefix_identical"] is True and info["forced_calls"] == 1
+    assert [s.content_key() for s in r.steps[:t]] == [s.content_key() for s in failed.steps[:t]]
+    assert r.steps[t].content == FIX and r.steps[t].agent == "critic"
+    assert [s.agent for s in r.steps[t + 1:]] == ["coder", "executor", "critic"]
+    assert "Code output: 3" in r.steps[t + 2].content
+    assert info["live_calls"] == 2  # the coder's fix and the critic's approval went live
+    assert r.verdict.success is True and failed.verdict.success is False
+
+
+def test_intervention_on_a_tool_step_is_refused(env, failed):
+    with pytest.raises(ValueError, match="only LLM-produced agent steps"):
+        env["adapter"].replay(failed, Intervention(run_id=failed.id, step=2, new_content="x"))
+
+
+def test_math_task(env):
+    from rootstep.adapters.gateway import register_script
+    from rootstep.warehouse import Task
+
+    task = Task(benchmark="gsm8k", task_id="eggs", kind="math", verifier="numeric", ground_truth="18",
+                prompt="Janet's ducks lay 16 eggs per day. She eats three and bakes muffins with four. "
+                       "She sells the rest at $2 per egg. How many dollars does she make every day?")
+    register_script("ag2-test-solver", lambda m, p: "```python\nprint((16 - 3 - 4) * 2)\n```\nAnswer: 18")
+    t = env["adapter"].run(task, "scripted/ag2-test-solver", agent_models={"critic": "scripted/ag2-test-critic"})
+    assert "Code output: 18" in t.steps[2].content
+    assert t.final_answer.endswith("Answer: 18") and t.verdict.success is True
+    # the coder's prompt is the math one (prompts/ag2_coder.j2 renders per task kind)
+    request = env["gateway"].calls(t.metadata["gateway_run_id"])[0].request
+    assert "math problem" in request["messages"][0]["content"]
