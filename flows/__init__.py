@@ -8,6 +8,11 @@ Public face of the annotation core (pure functions, no Prefect):
 - `programmatic_perturbations` and the perturbations in `PERTURBATIONS` (no LLM needed).
 - `Budget` (limits per label), `ReplayCost` (what a replay callable reports), `ReplayFn`, and
   `adapter_replay(adapter, trajectory)`, the `ReplayFn` over a framework adapter's `replay`.
+
+The Prefect flows are in their own modules, imported on demand (importing this package does not import
+Prefect): `rootstep.flows.collect.collect`, `rootstep.flows.annotate.counterfactual` / `.inject`,
+`rootstep.flows.pipeline.pipeline`, `rootstep.flows.deploy` (deployments, backfill). See docs/pipeline.md.
+`Runner` says where their tasks run (`runner=`): threads of the flow's process, or a Dask / Ray cluster.
 """
 
 from ._attempt import Asked, ReplayCost, ReplayFn, adapter_replay
@@ -32,6 +37,7 @@ from ._perturbations import (
     programmatic_perturbations,
     truncate_message,
 )
+from ._runner import Runner
 
 __all__ = [
     "PERTURBATIONS",
@@ -47,6 +53,7 @@ __all__ = [
     "Perturbation",
     "ReplayCost",
     "ReplayFn",
+    "Runner",
     "TaskContext",
     "adapter_replay",
     "alter_tool_argument",

@@ -239,18 +239,26 @@ def verdict_feedback(verdict: Verdict | None, max_chars: int = 3000) -> str:
     return text
 
 
-def adapter_replay(adapter: Any, trajectory: Trajectory, **replay_kwargs: Any) -> ReplayFn:
+def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **replay_kwargs: Any) -> ReplayFn:
     """A `ReplayFn` over a framework adapter (`rootstep.adapters.base.Adapter.replay`).
 
     The adapter re-runs the framework against a gateway replay run and returns the new trajectory with
     its verdict and `metadata["replay"]` (the gateway's live/replayed counts and divergence). A replay
     whose steps before the intervention differ from the recording is reported as a divergence: its
-    verdict is not evidence about the intervention.
+    verdict is not evidence about the intervention. An infrastructure failure (`AdapterError`: the
+    container or the Docker daemon failed) is retried `retries` times before it is reported.
     """
+    from rootstep.adapters.base import AdapterError
 
     def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
         started = time.perf_counter()
-        result = adapter.replay(trajectory, intervention, **replay_kwargs)
+        for attempt in range(retries + 1):
+            try:
+                result = adapter.replay(trajectory, intervention, **replay_kwargs)
+                break
+            except AdapterError:
+                if attempt == retries:
+                    raise
         info = result.metadata.get("replay") or {}
         divergence = info.get("divergence")
         if divergence is None and info.get("prefix_identical") is False:

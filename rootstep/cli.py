@@ -194,6 +194,59 @@ def show_cmd(
     print_trajectory(console, run_id, trajectory, wh.label(run_id), wh.annotations(run_id), width=width)
 
 
+@app.command("run")
+def run_cmd(
+    framework: str = typer.Option("ag2", "--framework", "-f", help="A framework adapter (`rootstep frameworks`)."),
+    benchmark: str = typer.Option("gsm8k", "--benchmark", "-b", help="A registered benchmark (`rootstep benchmark list`)."),
+    limit: int = typer.Option(3, min=1, help="How many tasks (after shuffling with --seed)."),
+    seed: int = typer.Option(0, help="Shuffle the benchmark with this seed before taking --limit tasks."),
+    model: str = typer.Option("local/gemma-3-270m", "--model", "-m", help="The agents' model (any gateway model string)."),
+    width: int = typer.Option(300, help="Characters of each step's content shown (0: all)."),
+    warehouse: Optional[str] = WarehouseOption,
+) -> None:
+    """Run one framework on benchmark tasks now, store each run (steps, LLM calls, verdict) and show it.
+
+    No Prefect and no cache: every task is run again (for scheduled, cached, resumable collection use
+    `rootstep collect` / `rootstep pipeline`). Exit code 1 when an episode could not be run.
+    """
+    from rootstep.adapters import adapter_class, list_adapters
+    from rootstep.adapters.base import AdapterError
+    from rootstep.benchmarks import BenchmarkError, load_tasks
+    from rootstep._render import print_trajectory
+    from rootstep.flows._session import open_session
+    from rootstep.flows.collect import _collect_run as collect_one
+
+    if framework not in list_adapters():
+        fail(f"--framework {framework!r}: unknown framework; known: {', '.join(list_adapters())}")
+    try:
+        tasks = load_tasks(benchmark, limit=limit, seed=seed)
+    except (BenchmarkError, KeyError) as exc:
+        fail(f"--benchmark {benchmark!r}: {exc}")
+    kinds = adapter_class(framework).task_kinds
+    wrong = sorted({t.kind for t in tasks} - set(kinds))
+    if wrong:
+        fail(f"--benchmark {benchmark!r} has {', '.join(wrong)} tasks; {framework} runs {', '.join(kinds)} tasks")
+    errors = 0
+    with open_session(warehouse) as session:
+        for number, task in enumerate(tasks, 1):
+            with err_console.status(f"[{number}/{len(tasks)}] {framework} on {task.benchmark}/{task.task_id} "
+                                    f"with {model} ..."):
+                try:
+                    done = collect_one(session.id, framework, task, model, {})
+                except AdapterError as exc:
+                    errors += 1
+                    err_console.print(f"[bold red]episode failed:[/] {task.benchmark}/{task.task_id}: {exc}",
+                                      highlight=False, soft_wrap=True)
+                    continue
+            with session.lock:
+                trajectory = session.warehouse.trajectory(done.run_id)
+            print_trajectory(console, done.run_id, trajectory, None, [], width=width)
+            err_console.print(f"[{number}/{len(tasks)}] stored {done.run_id} in {done.seconds:.1f} s "
+                              f"({'success' if done.success else 'failure'}, {done.n_steps} steps)", highlight=False)
+    if errors:
+        raise typer.Exit(1)
+
+
 @app.command("stats")
 def stats_cmd(warehouse: Optional[str] = WarehouseOption) -> None:
     """Counts by framework, benchmark, outcome and label method."""
@@ -224,3 +277,7 @@ from rootstep.sandboxes.cli import app as sandbox_app
 app.add_typer(sandbox_app, name="sandbox")
 from rootstep.benchmarks.cli import app as benchmark_app
 app.add_typer(benchmark_app, name="benchmark")
+from rootstep.adapters.cli import app as frameworks_app
+app.add_typer(frameworks_app, name="frameworks")
+from rootstep.flows.cli import register as register_flow_commands
+register_flow_commands(app)

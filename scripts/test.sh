@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 scripts/sandbox-prereqs.sh
 .venv/bin/rootstep sandbox build --skip-if-no-docker
+.venv/bin/rootstep frameworks build --skip-if-no-docker
 .venv/bin/python -m pytest "$@"

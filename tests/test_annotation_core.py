@@ -579,6 +579,45 @@ def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
     assert found.verified and found.step == 3 and found.replays[0].tokens == 42
 
 
+def test_adapter_replay_retries_an_infrastructure_failure_once_then_reports_it():
+    from rootstep.adapters.base import AdapterError
+    from rootstep.flows import adapter_replay
+    from rootstep.flows._attempt import try_intervention
+    from rootstep.flows._budget import Meter
+
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    fix = Intervention(run_id=run.id, step=3, new_content=f"value = {correct_value(3)}")
+
+    class FlakyAdapter:  # the container dies `failures` times, then the replay works
+        def __init__(self, failures: int):
+            self.failures, self.attempts = failures, 0
+
+        def replay(self, trajectory: Trajectory, intervention: Intervention, **kwargs: Any) -> Trajectory:
+            self.attempts += 1
+            if self.attempts <= self.failures:
+                raise AdapterError("ag2 episode x: the sandbox failed: NotFound: 404 container gone")
+            result, _, cost = ledger.replay(intervention)
+            return result.model_copy(update={"metadata": {"replay": {
+                "live_calls": cost.live_calls, "replayed_calls": cost.replayed_calls, "prefix_identical": True}}})
+
+    once = FlakyAdapter(1)
+    _, verdict, cost = adapter_replay(once, run)(fix)
+    assert once.attempts == 2 and verdict.success and cost.error is None
+    twice = FlakyAdapter(2)
+    with pytest.raises(AdapterError, match="404 container gone"):
+        adapter_replay(twice, run)(fix)
+    assert twice.attempts == 2
+    # in the search, a replay that still fails is an attempt with an error that decides nothing
+    row, result, verdict = try_intervention(run, fix, adapter_replay(FlakyAdapter(5), run, retries=0),
+                                            Meter(Budget()), "counterfactual")
+    assert result is None and verdict is None and row.success_after is None and "404" in row.error
+    no_retry = FlakyAdapter(1)
+    with pytest.raises(AdapterError):
+        adapter_replay(no_retry, run, retries=0)(fix)
+    assert no_retry.attempts == 1
+
+
 def test_annotation_bench_runs_end_to_end_through_the_gateway():
     """bench/annotation.py on a tiny corpus: real gateway record/replay over HTTP, both searches agree."""
     import subprocess

@@ -146,13 +146,18 @@ def test_infinite_loop_is_stopped(docker_sandbox):
     assert docker_sandbox.run(code="print('next')").stdout == "next\n"
 
 
+def _rss_kb() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS"))
+
+
 def test_memory_hog_is_oom_killed(docker_sandbox):
+    before = _rss_kb()
     r = docker_sandbox.run(code="b = bytearray()\nwhile True:\n    b += b'x' * 10**7", timeout=20)
     assert r.oom_killed and not r.timed_out and not r.ok
-    # the host is fine: this process is small and the sandbox keeps working
-    with open("/proc/self/status") as fh:
-        rss_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmRSS"))
-    assert rss_kb < 1_000_000
+    # the host is fine: the memory went into the container, not this process (which, late in a full
+    # suite, already holds every framework's libraries), and the sandbox keeps working
+    assert _rss_kb() - before < 100_000
     assert docker_sandbox.run(code="print(1)").stdout == "1\n"
 
 

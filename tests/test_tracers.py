@@ -240,6 +240,41 @@ def test_evaluate_on_who_and_when_stores_predictions_and_resumes(whowhen_dir: Pa
     assert again.predicted == 0 and again.resumed == 12 and again.table() == result.table()
 
 
+def test_a_provider_refusal_is_recorded_for_that_run_and_the_evaluation_goes_on(whowhen_dir: Path, warehouse: Warehouse):
+    import_paths([whowhen_dir / "Hand-Crafted"], warehouse)
+    oracle = _oracle_for(warehouse)
+    refused: list[str] = []
+
+    def small_context(messages, params):  # the offline model refuses prompts over its context
+        if len(messages[-1]["content"]) > 12_000:
+            refused.append("x")
+            raise ValueError("request (5120 tokens) exceeds the available context size (4096 tokens)")
+        return oracle(messages, params)
+
+    register_script("oracle-small-ctx", small_context)
+    result = evaluate(warehouse, "all_at_once", "scripted/oracle-small-ctx", subset="hand-crafted", max_prompt_chars=400_000)
+    assert result.predicted == 12 and refused  # every run has a prediction row, refused ones included
+    errors = warehouse.rows("SELECT agent, step, notes FROM annotations WHERE method = 'tracer' AND agent IS NULL")
+    assert len(errors) == len(refused) and all("provider error" in " ".join(e["notes"]) and "context size" in " ".join(e["notes"])
+                                               and e["step"] is None for e in errors)
+    [row] = result.table()
+    assert row["n"] == 12 and row["agent_acc"] <= (12 - len(refused)) / 12  # a refusal counts as wrong, never guessed
+
+
+def test_step_contents_are_cut_longest_first_to_fit_the_budget():
+    from rootstep.tracers._methods import MIN_STEP_CHARS, render_steps, step_cap
+
+    assert step_cap([10, 20, 1000], 330) == 300  # the short steps stay whole, the long one takes what is left
+    assert step_cap([500, 500], 400) == 200
+    assert step_cap([10_000] * 200, 4000) == MIN_STEP_CHARS  # the floor wins when the budget cannot hold them
+    assert step_cap([5, 5], 100) == MIN_STEP_CHARS
+    t = Trajectory(framework="f", benchmark="b", task_id="t", question="q",
+                   steps=[Step(index=i, agent="a", content=("x" * 30 if i % 2 else "y" * 3000)) for i in range(20)])
+    rendered, truncated = render_steps(t, 0, 19, 6000)
+    assert truncated and sum(len(s["content"]) for s in rendered) <= 6000 + 20 * 40  # the budget, plus each cut's marker
+    assert all(s["content"] == "x" * 30 for s in rendered if s["index"] % 2)
+
+
 def test_evaluate_cli_prints_the_table_and_plots(whowhen_dir: Path, tmp_path: Path):
     wh = Warehouse(tmp_path / "wh")
     import_paths([whowhen_dir / "Hand-Crafted"], wh)

@@ -112,10 +112,14 @@ def evaluate(
 
     def predict(g: dict[str, Any]) -> Annotation:
         run_id = g["run_id"]
-        attribution = TRACERS[method](
-            runs[run_id], model=model, with_ground_truth=with_ground_truth, api_base=api_base,
-            max_prompt_chars=max_prompt_chars, max_tokens=max_tokens,
-        )
+        try:
+            attribution = TRACERS[method](
+                runs[run_id], model=model, with_ground_truth=with_ground_truth, api_base=api_base,
+                max_prompt_chars=max_prompt_chars, max_tokens=max_tokens,
+            )
+        except Exception as exc:  # a provider refusal (e.g. a prompt over the context) is this run's result
+            attribution = Attribution(method=method, model=model, with_ground_truth=with_ground_truth,
+                                      error=f"provider error: {type(exc).__name__}: {str(exc)[:500]}")
         return to_annotation(run_id, runs[run_id], attribution)
 
     pending: list[Annotation] = []

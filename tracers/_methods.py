@@ -63,11 +63,29 @@ def _shorten(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:] if tail else ''}"
 
 
+MIN_STEP_CHARS = 40
+
+
+def step_cap(lengths: list[int], budget: int) -> int:
+    """The largest cap c (at least `MIN_STEP_CHARS`) with sum(min(length, c)) <= budget."""
+    remaining, left = budget, len(lengths)
+    for length in sorted(lengths):
+        if length * left > remaining:  # every step from here on is cut to the same cap
+            return max(remaining // left, MIN_STEP_CHARS)
+        remaining -= length
+        left -= 1
+    return max(max(lengths, default=0), MIN_STEP_CHARS)
+
+
 def render_steps(trajectory: Trajectory, first: int, last: int, max_prompt_chars: int) -> tuple[list[dict[str, Any]], bool]:
-    """Steps first..last as template variables, each shortened evenly so all fit in `max_prompt_chars`."""
+    """Steps first..last as template variables, the longest shortened first so all fit in `max_prompt_chars`.
+
+    Every step is cut to the same cap, the largest cap whose total fits (short steps stay whole and
+    leave their share to the long ones); a step keeps at least `MIN_STEP_CHARS` whatever the budget.
+    """
     steps = trajectory.steps[first : last + 1]
     total = sum(len(s.content) for s in steps)
-    limit = max(max_prompt_chars // max(len(steps), 1), 200) if total > max_prompt_chars else None
+    limit = step_cap([len(s.content) for s in steps], max_prompt_chars) if total > max_prompt_chars else None
     rendered = [
         {"index": s.index, "agent": s.agent, "kind": s.kind, "content": _shorten(s.content, limit) if limit else s.content}
         for s in steps

@@ -7,7 +7,8 @@ hide what the append-only layout leaves behind:
   content-derived id cannot make a duplicate visible);
 * `steps` only shows steps whose run row was committed by the same write batch (the run row is
   written last, so the steps of a batch that crashed half-way stay invisible);
-* `labels` is the latest verified label of each run; `successes` / `failures` split runs by Omega.
+* `labels` is the latest verified label of each run; `successes` / `failures` split runs by Omega
+  (original runs only: a replayed run, `parent_run_id` set, is in neither).
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def view_statements(globs: dict[str, str | None]) -> list[str]:
         "CREATE OR REPLACE VIEW labels AS SELECT * FROM annotations "
         "WHERE verified AND status = 'labelled' "
         "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY created_at DESC, id DESC) = 1",
-        "CREATE OR REPLACE VIEW successes AS SELECT * FROM runs WHERE success",
-        "CREATE OR REPLACE VIEW failures AS SELECT * FROM runs WHERE NOT success",
+        "CREATE OR REPLACE VIEW successes AS SELECT * FROM runs WHERE success AND parent_run_id IS NULL",
+        "CREATE OR REPLACE VIEW failures AS SELECT * FROM runs WHERE NOT success AND parent_run_id IS NULL",
         "CREATE OR REPLACE VIEW unresolved AS SELECT * FROM annotations a WHERE status = 'unresolved' "
         "AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.run_id = a.run_id)",
     ]

@@ -1,0 +1,201 @@
+"""What every flow of one pipeline run shares: the warehouse, the gateway, the adapters and the limits.
+
+A `Session` is opened by the outermost flow and registered under an id; subflows and tasks receive
+that id (a plain string, so Prefect can record it) and look the session up. Everything here lives in
+the flow's process: tasks run in its thread pool (Prefect's default `ThreadPoolTaskRunner`).
+
+Concurrency limits are thread-safe semaphores keyed by model and by sandbox pool, not Prefect global
+concurrency limits: with the ephemeral API (the default `rootstep pipeline`) the Prefect server lives
+inside this process anyway, a global limit must be created on a server before use (an unknown name
+does not limit), every acquisition is an API round trip, and a crashed process leaves its slots leased
+until they expire. The gateway (and the in-process local model) are per process too, so a per-process
+limit is the one that matches the resource.
+
+Warehouse access is serialised with one lock: the store's writes are atomic per file, but the
+catalog file is one DuckDB database that two threads of one process must not open at once.
+
+With `--runner dask|ray` (`rootstep.flows._runner`) the tasks run in other processes, which cannot look
+this session up: each task opens a *worker session* there (`rootstep.flows._remote`), with its own
+gateway and limits and no warehouse, and hands its results back to the flow, which writes them with
+this session (the warehouse keeps one writer).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rootstep.warehouse import LLMCall, Warehouse
+
+if TYPE_CHECKING:
+    from rootstep.adapters.base import Adapter
+    from rootstep.adapters.gateway import Gateway, GatewayServer
+
+DEFAULT_MODEL = "local/gemma-3-270m"
+
+
+class Limits(BaseModel):
+    """How many framework episodes (or analyzer calls) may run at once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_model: int = Field(default=2, ge=1)
+    """Concurrent episodes / LLM proposals per model string (a provider's rate limit)."""
+    per_local_model: int = Field(default=1, ge=1)
+    """For `local/...` models, which run inside this process on the CPU."""
+    sandboxes: int = Field(default=2, ge=1)
+    """Concurrent Docker containers (the sandbox pool)."""
+
+
+_SESSIONS: dict[str, "Session"] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+class Session:
+    """The shared state of one flow run (see the module docstring)."""
+
+    def __init__(self, warehouse: Warehouse | None, gateway: "Gateway | None", server: "GatewayServer | None", *,
+                 limits: Limits | None = None, sandbox: Any = None, verifier: Any = None,
+                 adapter_options: dict[str, Any] | None = None, shared: "Session | None" = None):
+        """`shared`: a session whose lock, limits' semaphores and verification sandbox this one uses
+        (a worker process's sessions, one per task with its own gateway, share one set of limits)."""
+        self.id = uuid.uuid4().hex
+        self.warehouse = warehouse
+        self.gateway = gateway
+        self.server = server
+        self.limits = limits or Limits()
+        self.sandbox = sandbox
+        self.adapter_options = dict(adapter_options or {})
+        self._owner: Session = shared._owner if shared is not None else self
+        self.lock = self._owner.lock if shared is not None else threading.RLock()
+        self._semaphores: dict[str, threading.BoundedSemaphore] = self._owner._semaphores if shared is not None else {}
+        self._verify_sandbox: Any = sandbox
+        self._verifier = verifier
+
+    # ------------------------------------------------------------------ adapters and verification
+
+    def adapter(self, framework: str) -> "Adapter":
+        """A fresh adapter bound to this session's gateway (adapters hold no per-run state)."""
+        from rootstep.adapters import get_adapter
+
+        return get_adapter(framework, gateway=self.server, verifier=self.verifier, **self.adapter_options)
+
+    def verifier(self, task: Any, answer: str | None) -> Any:
+        """Omega: `rootstep.benchmarks.verify`, code verifiers in one shared no-network sandbox."""
+        if self._verifier is not None:
+            return self._verifier(task, answer)
+        from rootstep.benchmarks import verify
+        from rootstep.benchmarks._registry import verifier_info
+
+        owner = self._owner
+        if verifier_info(task.verifier).needs_sandbox:
+            with owner.lock:
+                if owner._verify_sandbox is None:
+                    from rootstep.sandboxes import get_sandbox
+
+                    owner._verify_sandbox = get_sandbox()
+        return verify(task, answer, sandbox=owner._verify_sandbox)
+
+    # ------------------------------------------------------------------ limits
+
+    def _semaphore(self, key: str, size: int) -> threading.BoundedSemaphore:
+        with self.lock:
+            if key not in self._semaphores:
+                self._semaphores[key] = threading.BoundedSemaphore(size)
+            return self._semaphores[key]
+
+    def model_limit(self, model: str) -> threading.BoundedSemaphore:
+        size = self.limits.per_local_model if model.startswith("local/") else self.limits.per_model
+        return self._semaphore(f"model:{model}", size)
+
+    @contextmanager
+    def episode_slot(self, model: str) -> Iterator[None]:
+        """One framework episode: a slot of its model and one of the sandbox pool (always in this order)."""
+        with self.model_limit(model), self._semaphore("sandbox:docker", self.limits.sandboxes):
+            yield
+
+    # ------------------------------------------------------------------ recordings
+
+    def recorded_calls(self, gateway_run_id: str) -> list[LLMCall] | None:
+        """A recorded run's calls for a replay: the gateway's journal, else the warehouse's `llm_calls`
+        (an annotation flow started after the collection, with another journal). None: the journal has them."""
+        if self.gateway.calls(gateway_run_id):
+            return None
+        from rootstep.warehouse._schemas import llm_call_from_row
+
+        with self.lock:
+            rows = self.warehouse.rows("SELECT * FROM llm_calls WHERE run_id = ? ORDER BY counter, created_at",
+                                       [gateway_run_id])
+        calls = [llm_call_from_row(r) for r in rows]
+        return calls or None
+
+    def recording(self, gateway_run_id: str) -> list[LLMCall]:
+        """A recorded run's calls, from the gateway's journal or else the warehouse (for a task that
+        replays the run in another process, whose gateway has no journal of it)."""
+        return self.gateway.calls(gateway_run_id) or self.recorded_calls(gateway_run_id) or []
+
+    def store_calls(self, calls: list[LLMCall]) -> None:
+        """Journal calls made by another process's gateway and write them to `llm_calls` (the same path
+        as this gateway's own calls: the journal beside a local warehouse keeps every recording)."""
+        run_ids = sorted({c.run_id for c in calls})
+        if not run_ids:
+            return
+        with self.lock:
+            journaled = {c.id for run_id in run_ids for c in self.gateway.calls(run_id)}
+            for call in calls:
+                if call.id not in journaled:
+                    self.gateway.journal.append(call)
+                    journaled.add(call.id)
+            self.gateway.flush(self.warehouse, run_ids)
+
+
+def get_session(session_id: str) -> Session:
+    with _REGISTRY_LOCK:
+        if session_id not in _SESSIONS:
+            raise KeyError(f"no open rootstep flow session {session_id!r} in this process")
+        return _SESSIONS[session_id]
+
+
+def journal_dir_for(warehouse: Warehouse) -> Path:
+    """Where the gateway journals: beside a local warehouse (so a later annotation run finds the
+    recordings), else a temporary folder (the recordings are read back from `llm_calls`)."""
+    if getattr(warehouse, "local", False):
+        return Path(warehouse.root) / "gateway" / "journal"
+    return Path(tempfile.mkdtemp(prefix="rootstep-journal-"))
+
+
+@contextmanager
+def open_session(warehouse: str | None = None, *, session_id: str | None = None, limits: Limits | None = None,
+                 sandbox: Any = None, verifier: Any = None, journal_dir: str | Path | None = None,
+                 adapter_options: dict[str, Any] | None = None) -> Iterator[Session]:
+    """The session `session_id` when given (a subflow of a pipeline), else a new one: a warehouse, a
+    gateway journaling beside it and its server on a free loopback port, closed on exit."""
+    if session_id is not None:
+        yield get_session(session_id)
+        return
+    from rootstep.adapters.gateway import Gateway, GatewayServer
+
+    wh = Warehouse(warehouse)
+    gateway = Gateway(journal_dir or journal_dir_for(wh))
+    server = GatewayServer(gateway).start()
+    session = Session(wh, gateway, server, limits=limits, sandbox=sandbox, verifier=verifier,
+                      adapter_options=adapter_options)
+    with _REGISTRY_LOCK:
+        _SESSIONS[session.id] = session
+    try:
+        yield session
+    finally:
+        with _REGISTRY_LOCK:
+            _SESSIONS.pop(session.id, None)
+        server.stop()
+        gateway.close()
+        if session._verify_sandbox is not None and session._verify_sandbox is not sandbox:
+            close = getattr(session._verify_sandbox, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,399 @@
+"""The annotation flows: `counterfactual` over unlabelled failures, `inject` over successes.
+
+    from rootstep.flows.annotate import counterfactual, inject
+    counterfactual(analyzer_model="openai/gpt-4o-mini", budget=Budget(max_replays=4))
+    inject(perturber_model="openai/gpt-4o-mini")
+
+The queues are the warehouse's `failures` / `successes` views (collected runs only: replayed runs have
+a `parent_run_id` and are in neither view), restricted to runs `rootstep` collected (`source =
+'rootstep'`: imported Who&When runs cannot be replayed) and to the frameworks / benchmarks asked for:
+
+* counterfactual: failures with no `counterfactual` annotation yet (a verified label or an
+  `unresolved` record both take a run out of the queue);
+* inject: successes with no `fault_injection` replay yet (a success that resisted every corruption
+  has replays but no annotation, and is not tried again).
+
+One Prefect task per run runs the pure search (`find_decisive_step` / `inject_fault`) with
+`adapter_replay` over the run's framework adapter, then writes, in this order: the replays' LLM calls
+(the gateway journal), the replayed runs (`parent_run_id` = the run), the `Replay` rows, and the
+annotation last: the annotation is what takes the run out of its queue, so a crash before it re-does
+the run's search on the next start, and ids being content-derived, nothing written twice shows twice.
+Every annotation carries its cost (`Annotation.cost`: LLM calls, tokens, USD, wall seconds, replays).
+
+With `runner=Runner(kind="dask"|"ray")` the searches run in a cluster's worker processes: the flow reads
+each run and its recorded LLM calls and sends them with the task; the worker replays through its own
+gateway and returns everything the thread runner would have written (`Annotated`), which the flow
+writes in the same order.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal, Sequence
+
+from prefect import flow
+from pydantic import BaseModel, Field
+
+from rootstep.warehouse import Annotation, LLMCall, Replay, Trajectory
+
+from ._attempt import ReplayCost, adapter_replay
+from ._budget import Budget
+from ._counterfactual import find_decisive_step
+from ._injection import inject_fault
+from ._remote import WorkerSpec, open_worker_session, worker_id
+from ._runner import Runner, open_runner
+from ._session import DEFAULT_MODEL, Limits, Session, get_session, open_session
+
+Method = Literal["counterfactual", "fault_injection"]
+
+
+class AnnotatedRun(BaseModel):
+    """What one search produced (one row of the pipeline's table)."""
+
+    method: Method
+    run_id: str
+    """The collected run searched (the failure, or the success that was corrupted)."""
+    framework: str
+    benchmark: str
+    task_id: str
+    status: Literal["labelled", "unresolved", "not_flipped", "error"]
+    labelled_run_id: str | None = None
+    """The run the annotation is on: the failure itself, or the corrupted replay of the success."""
+    annotation_id: str | None = None
+    agent: str | None = None
+    step: int | None = None
+    verified: bool = False
+    replays: int = 0
+    llm_calls: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+    seconds: float = 0.0
+    error: str | None = None
+    worker: str | None = None
+    """`host:pid` of the process that ran the search (the flow's with the thread runner)."""
+
+
+class Annotated(BaseModel):
+    """What a search run in another process hands back to the flow, which stores it."""
+
+    run: AnnotatedRun
+    runs: list[Trajectory] = Field(default_factory=list)
+    """The replayed runs."""
+    calls: list[LLMCall] = Field(default_factory=list)
+    """Their LLM calls, as the worker's gateway journaled them."""
+    replays: list[Replay] = Field(default_factory=list)
+    annotations: list[Annotation] = Field(default_factory=list)
+
+
+class AnnotateReport(BaseModel):
+    runs: list[AnnotatedRun] = Field(default_factory=list)
+    seconds: float = 0.0
+
+
+class _Limited:
+    """An LLM (`tracers.Chat`) whose calls take a slot of its model's concurrency limit."""
+
+    def __init__(self, chat: Any, session: Session):
+        self.chat = chat
+        self.session = session
+
+    @property
+    def model(self) -> str:
+        return self.chat.model
+
+    @property
+    def usage(self) -> Any:
+        return self.chat.usage
+
+    def __call__(self, prompt: str) -> str:
+        with self.session.model_limit(self.chat.model):
+            return self.chat(prompt)
+
+
+def _chat(session: Session, model: str, max_tokens: int) -> _Limited:
+    from rootstep.tracers._llm import Chat
+
+    return _Limited(Chat(model, max_tokens=max_tokens), session)
+
+
+def _replay_fn(session: Session, trajectory: Trajectory, captured: list[Trajectory],
+               recorded: list[LLMCall] | None = None):
+    """`adapter_replay` with the episode limits, remembering every replayed run for the warehouse.
+    `recorded`: the run's recorded calls (default: this session's journal, else its warehouse)."""
+    adapter = session.adapter(trajectory.framework)
+    if recorded is None:
+        recorded = session.recorded_calls(trajectory.metadata["gateway_run_id"])
+    inner = adapter_replay(adapter, trajectory, **({"recorded": recorded} if recorded else {}))
+    model = trajectory.model or DEFAULT_MODEL
+
+    def replay(intervention: Any) -> tuple[Trajectory, Any, ReplayCost]:
+        with session.episode_slot(model):
+            result, verdict, cost = inner(intervention)
+        captured.append(result)
+        return result, verdict, cost
+
+    return replay
+
+
+def _store(session: Session, runs: list[Trajectory], replays: list[Any], annotations: list[Any],
+           calls: list[LLMCall] | None = None) -> None:
+    """Write in this order: the replays' LLM calls, the replayed runs, the `Replay` rows, the annotation.
+    `calls`: calls another process's gateway made (else they are in this session's journal)."""
+    with session.lock:
+        wh = session.warehouse
+        ids = [r.metadata["gateway_run_id"] for r in runs if r.metadata.get("gateway_run_id")]
+        if calls:
+            session.store_calls(calls)  # journaled here, then flushed
+        elif ids:
+            session.gateway.flush(wh, ids)
+        if runs:
+            wh.write_trajectories(runs)
+        if replays:
+            wh.write_replays(replays)
+        if annotations:
+            wh.write_annotations(annotations)
+
+
+def _load(session: Session, run_id: str) -> Trajectory:
+    with session.lock:
+        return session.warehouse.trajectory(run_id)
+
+
+def _counterfactual_search(session: Session, run_id: str, trajectory: Trajectory, analyzer_model: str,
+                           budget: Budget, max_tokens: int, recorded: list[LLMCall] | None = None) -> Annotated:
+    """The search on one failure; nothing written (`runs`: the replayed runs, in `session`'s journal)."""
+    captured: list[Trajectory] = []
+    result = find_decisive_step(trajectory, trajectory.verdict, None, _chat(session, analyzer_model, max_tokens),
+                                _replay_fn(session, trajectory, captured, recorded), budget)
+    a = result.annotation
+    run = AnnotatedRun(
+        method="counterfactual", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
+        task_id=trajectory.task_id, status=a.status, labelled_run_id=a.run_id, annotation_id=a.id, agent=a.agent,
+        step=a.step, verified=a.verified, replays=a.cost.replays, llm_calls=a.cost.llm_calls, tokens=a.cost.tokens,
+        usd=a.cost.usd, seconds=a.cost.seconds, worker=worker_id(),
+    )
+    return Annotated(run=run, runs=captured, replays=result.replays, annotations=[a])
+
+
+def _inject_search(session: Session, run_id: str, trajectory: Trajectory, perturber_model: str | None, budget: Budget,
+                   seed: int, programmatic: bool, max_tokens: int, recorded: list[LLMCall] | None = None) -> Annotated:
+    """Fault injection on one success; nothing written (see `_counterfactual_search`)."""
+    captured: list[Trajectory] = []
+    perturber = None if perturber_model is None else _chat(session, perturber_model, max_tokens)
+    result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), budget,
+                          programmatic=programmatic, seed=seed)
+    a = result.annotation
+    cost = result.cost
+    run = AnnotatedRun(
+        method="fault_injection", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
+        task_id=trajectory.task_id, status="not_flipped" if a is None else a.status,
+        labelled_run_id=None if a is None else a.run_id, annotation_id=None if a is None else a.id,
+        agent=None if a is None else a.agent, step=None if a is None else a.step,
+        verified=a is not None and a.verified, replays=cost.replays, llm_calls=cost.llm_calls, tokens=cost.tokens,
+        usd=cost.usd, seconds=cost.seconds, worker=worker_id(),
+    )
+    return Annotated(run=run, runs=captured, replays=result.replays, annotations=[] if a is None else [a])
+
+
+def _counterfactual_run(session_id: str, run_id: str, analyzer_model: str, budget: Budget,
+                        max_tokens: int = 512) -> AnnotatedRun:
+    """Find the decisive step of one failure and store the label (or the unresolved record)."""
+    session = get_session(session_id)
+    done = _counterfactual_search(session, run_id, _load(session, run_id), analyzer_model, budget, max_tokens)
+    _store(session, done.runs, done.replays, done.annotations)
+    return done.run
+
+
+def _inject_run(session_id: str, run_id: str, perturber_model: str | None, budget: Budget, seed: int = 0,
+                programmatic: bool = True, max_tokens: int = 512) -> AnnotatedRun:
+    """Corrupt one success until a replay fails; store the corrupted run and its label by construction."""
+    session = get_session(session_id)
+    done = _inject_search(session, run_id, _load(session, run_id), perturber_model, budget, seed, programmatic,
+                          max_tokens)
+    _store(session, done.runs, done.replays, done.annotations)
+    return done.run
+
+
+def _with_calls(session: Session, done: Annotated) -> Annotated:
+    """Attach the replayed runs' calls from this (worker) session's gateway, for the flow to store."""
+    ids = [r.metadata["gateway_run_id"] for r in done.runs if r.metadata.get("gateway_run_id")]
+    return done.model_copy(update={"calls": [c for i in ids for c in session.gateway.calls(i)]})
+
+
+def _counterfactual_remote(worker: WorkerSpec, run_id: str, trajectory: Trajectory, recorded: list[LLMCall],
+                           analyzer_model: str, budget: Budget, max_tokens: int = 512) -> Annotated:
+    """`_counterfactual_run` in a worker process: the flow sent the run and its recording, and stores the result."""
+    with open_worker_session(worker) as session:
+        done = _counterfactual_search(session, run_id, trajectory, analyzer_model, budget, max_tokens, recorded or None)
+        return _with_calls(session, done)
+
+
+def _inject_remote(worker: WorkerSpec, run_id: str, trajectory: Trajectory, recorded: list[LLMCall],
+                   perturber_model: str | None, budget: Budget, seed: int = 0, programmatic: bool = True,
+                   max_tokens: int = 512) -> Annotated:
+    """`_inject_run` in a worker process (see `_counterfactual_remote`)."""
+    with open_worker_session(worker) as session:
+        done = _inject_search(session, run_id, trajectory, perturber_model, budget, seed, programmatic, max_tokens,
+                              recorded or None)
+        return _with_calls(session, done)
+
+
+def _remote_inputs(session: Session, run_id: str) -> dict[str, Any]:
+    """What a worker needs to search `run_id`: the run and its recorded LLM calls (read here)."""
+    trajectory = _load(session, run_id)
+    with session.lock:
+        recorded = session.recording(trajectory.metadata.get("gateway_run_id", ""))
+    return {"run_id": run_id, "trajectory": trajectory, "recorded": recorded}
+
+
+def _scope(column_prefix: str, frameworks: Sequence[str] | None, benchmarks: Sequence[str] | None,
+           run_ids: Sequence[str] | None) -> tuple[str, list[Any]]:
+    where, params = [f"{column_prefix}.source = 'rootstep'"], []
+    for column, values in (("framework", frameworks), ("benchmark", benchmarks), ("id", run_ids)):
+        if values is not None:
+            if not values:
+                return "false", []
+            where.append(f"{column_prefix}.{column} IN ({', '.join('?' for _ in values)})")
+            params += list(values)
+    return " AND ".join(where), params
+
+
+def _queue(session: Session, view: str, done: str, frameworks: Sequence[str] | None, benchmarks: Sequence[str] | None,
+           run_ids: Sequence[str] | None, limit: int | None) -> list[str]:
+    """Ids of the runs of `view` (alias `v`) in scope for which the `done` subquery finds nothing."""
+    where, params = _scope("v", frameworks, benchmarks, run_ids)
+    sql = (f"SELECT v.id FROM {view} v WHERE {where} AND NOT EXISTS ({done}) "
+           "ORDER BY v.framework, v.benchmark, v.task_id, v.id")
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    with session.lock:
+        return [r["id"] for r in session.warehouse.rows(sql, params)]
+
+
+def counterfactual_queue(session: Session, frameworks: Sequence[str] | None = None, benchmarks: Sequence[str] | None = None,
+                         run_ids: Sequence[str] | None = None, limit: int | None = None) -> list[str]:
+    """Failures (collected, not replayed) with no counterfactual annotation yet."""
+    return _queue(session, "failures", "SELECT 1 FROM annotations a WHERE a.run_id = v.id AND a.method = 'counterfactual'",
+                  frameworks, benchmarks, run_ids, limit)
+
+
+def inject_queue(session: Session, frameworks: Sequence[str] | None = None, benchmarks: Sequence[str] | None = None,
+                 run_ids: Sequence[str] | None = None, limit: int | None = None) -> list[str]:
+    """Successes (collected, not replayed) with no fault-injection replay yet."""
+    return _queue(session, "successes", "SELECT 1 FROM replays r WHERE r.run_id = v.id AND r.purpose = 'fault_injection'",
+                  frameworks, benchmarks, run_ids, limit)
+
+
+def _gather(pending: list[tuple[str, Any]], method: Method, session: Session) -> list[AnnotatedRun]:
+    out: list[AnnotatedRun] = []
+    for run_id, future in pending:
+        future.wait()
+        state = future.state
+        exc: BaseException | None = None
+        if state.is_completed():
+            result = future.result()
+            if isinstance(result, Annotated):  # from a worker process: written here, in the thread runner's order
+                try:
+                    _store(session, result.runs, result.replays, result.annotations, calls=result.calls)
+                    result = result.run
+                except Exception as raised:
+                    exc = raised
+            if exc is None:
+                out.append(result)
+                continue
+        else:
+            exc = state.result(raise_on_failure=False)
+        with session.lock:
+            row = session.warehouse.rows("SELECT framework, benchmark, task_id FROM runs WHERE id = ?", [run_id])[0]
+        out.append(AnnotatedRun(method=method, run_id=run_id, status="error", error=f"{type(exc).__name__}: {str(exc)[:500]}",
+                                **row))
+    return out
+
+
+def _submit(placement: Any, runner: Any, session: Session, run_id: str, **params: Any) -> Any:
+    """Submit one search: in this process (thread runner) or, with its inputs, to the cluster."""
+    if placement is None:
+        return runner.submit(session.id, run_id, **params)
+    return placement.submit(runner, {"worker": placement.worker, **_remote_inputs(session, run_id), **params})
+
+
+def _task(fn: Any, name: str):
+    from prefect import task
+    from prefect.cache_policies import NONE
+
+    from .collect import infrastructure_error
+
+    return task(fn, name=name, retries=1, retry_delay_seconds=1, retry_condition_fn=infrastructure_error,
+                cache_policy=NONE, persist_result=False, task_run_name=name + "/{run_id}")
+
+
+@flow(name="rootstep-counterfactual", persist_result=False)
+def counterfactual(
+    analyzer_model: str = DEFAULT_MODEL,
+    frameworks: list[str] | None = None,
+    benchmarks: list[str] | None = None,
+    run_ids: list[str] | None = None,
+    limit: int | None = None,
+    budget: Budget | None = None,
+    max_tokens: int = 512,
+    warehouse: str | None = None,
+    limits: Limits | None = None,
+    runner: Runner | None = None,
+    session_id: str | None = None,
+) -> AnnotateReport:
+    """Counterfactual search over the failures queue (see the module docstring).
+
+    Args:
+        analyzer_model: the analyzer LLM (any litellm / gateway model string).
+        frameworks, benchmarks, run_ids: restrict the queue (None: no restriction).
+        limit: at most this many failures.
+        budget: per failure (`Budget`: replays, LLM calls, re-asks, candidates, live calls, seconds).
+        max_tokens: per analyzer answer.
+        runner: where the searches run (default: threads of this process; see `rootstep.flows._runner`).
+    """
+    started = time.perf_counter()
+    with open_session(warehouse, session_id=session_id, limits=limits) as session, \
+            open_runner(runner, session) as placement:
+        queue = counterfactual_queue(session, frameworks, benchmarks, run_ids, limit)
+        search = _task(_counterfactual_run if placement is None else _counterfactual_remote, "counterfactual")
+        pending = [(rid, _submit(placement, search, session, rid, analyzer_model=analyzer_model,
+                                 budget=budget or Budget(), max_tokens=max_tokens)) for rid in queue]
+        runs = _gather(pending, "counterfactual", session)
+    return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
+
+
+@flow(name="rootstep-inject", persist_result=False)
+def inject(
+    perturber_model: str | None = DEFAULT_MODEL,
+    frameworks: list[str] | None = None,
+    benchmarks: list[str] | None = None,
+    run_ids: list[str] | None = None,
+    limit: int | None = None,
+    budget: Budget | None = None,
+    programmatic: bool = True,
+    seed: int = 0,
+    max_tokens: int = 512,
+    warehouse: str | None = None,
+    limits: Limits | None = None,
+    runner: Runner | None = None,
+    session_id: str | None = None,
+) -> AnnotateReport:
+    """Fault injection over the successes queue (see the module docstring).
+
+    Args:
+        perturber_model: the perturber LLM; None uses the programmatic perturbations only.
+        programmatic: also try the programmatic perturbations after the perturber's proposals.
+        seed: fixes the order of the programmatic candidates.
+        runner: where the injections run (default: threads of this process; see `rootstep.flows._runner`).
+    """
+    started = time.perf_counter()
+    with open_session(warehouse, session_id=session_id, limits=limits) as session, \
+            open_runner(runner, session) as placement:
+        queue = inject_queue(session, frameworks, benchmarks, run_ids, limit)
+        search = _task(_inject_run if placement is None else _inject_remote, "inject")
+        pending = [(rid, _submit(placement, search, session, rid, perturber_model=perturber_model,
+                                 budget=budget or Budget(), seed=seed, programmatic=programmatic,
+                                 max_tokens=max_tokens)) for rid in queue]
+        runs = _gather(pending, "fault_injection", session)
+    return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
+

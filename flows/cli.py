@@ -1,0 +1,324 @@
+"""`rootstep pipeline | collect | annotate | deploy | backfill`: the Prefect flows from the command line.
+
+Module-level imports stay light: Prefect and the flows are imported inside the commands, so
+`rootstep --help` does not pay for them.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+DEFAULT_MODEL = "local/gemma-3-270m"  # = rootstep.flows._session.DEFAULT_MODEL (not imported: keep this light)
+
+WarehouseOpt = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE",
+                            help="Warehouse path or fsspec URL (default ./rootstep-data).")
+FrameworkOpt = typer.Option(None, "--framework", "-f", help="Framework adapter; repeat for several (default ag2, smolagents).")
+ModelOpt = typer.Option(DEFAULT_MODEL, "--model", "-m", help="The agents' model (any gateway model string).")
+AnalyzerOpt = typer.Option(None, "--analyzer-model", help="The analyzer LLM (default: --model).")
+PerturberOpt = typer.Option(None, "--perturber-model", help="The perturber LLM (default: --model).")
+
+
+class RunnerKind(str, Enum):
+    thread = "thread"
+    dask = "dask"
+    ray = "ray"
+
+
+RunnerOpt = typer.Option(RunnerKind.thread, "--runner",
+                         help="Where tasks run: threads of this process, or a Dask / Ray cluster (docs/pipeline.md).")
+DaskAddressOpt = typer.Option(None, "--dask-address",
+                              help="Scheduler of a running Dask cluster (tcp://host:8786); default: a local cluster.")
+RayAddressOpt = typer.Option(None, "--ray-address",
+                             help="A running Ray cluster (ray://host:10001 or auto); default: a local Ray instance.")
+WorkersOpt = typer.Option(2, "--workers", min=1, help="Worker processes of the local cluster (no address given).")
+WorkerSetupOpt = typer.Option(None, "--worker-setup",
+                              help="MODULE:FUNCTION run once in each worker process before its first task "
+                                   "(for example registering scripted models); repeat for several.")
+
+
+class Method(str, Enum):
+    counterfactual = "counterfactual"
+    inject = "inject"
+    both = "both"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _prefect_env() -> None:
+    """Before Prefect is imported: no usage analytics from the (ephemeral) server; this runs offline."""
+    import os
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+def _frameworks(names: Optional[list[str]]) -> Optional[list[str]]:
+    """`names` if each is a registered adapter; otherwise a usage error naming the known ones."""
+    from rootstep.adapters import list_adapters
+
+    known = list_adapters()
+    for name in names or ():
+        if name not in known:
+            _fail(f"--framework {name!r}: unknown framework; known: {', '.join(known)}")
+    return names
+
+
+def _benchmark_name(name: str, option: str = "--benchmark") -> str:
+    """`name` if it is a registered benchmark (built in or added); otherwise a usage error."""
+    from rich.markup import escape
+
+    from rootstep.benchmarks import BenchmarkError, get_benchmark
+
+    try:
+        get_benchmark(name)
+    except BenchmarkError as exc:
+        _fail(escape(f"{option} {name!r}: {exc}"))
+    return name
+
+
+def _benchmarks(specs: Optional[list[str]]) -> Optional[dict[str, Optional[int]]]:
+    """`gsm8k:2` -> {"gsm8k": 2}; `gsm8k` -> {"gsm8k": None} (all tasks); each name must be registered."""
+    if not specs:
+        return None
+    out: dict[str, Optional[int]] = {}
+    for spec in specs:
+        name, _, n = spec.partition(":")
+        if n and not n.isdigit():
+            _fail(f"--benchmark {spec!r}: use NAME or NAME:COUNT")
+        out[_benchmark_name(name)] = int(n) if n else None
+    return out
+
+
+def _budget(max_replays: int, max_llm_calls: int, max_seconds: Optional[float]) -> Any:
+    from rootstep.flows import Budget
+
+    return Budget(max_replays=max_replays, max_llm_calls=max_llm_calls, max_reasks=1, max_candidates=1,
+                  max_seconds=max_seconds)
+
+
+def _limits(per_model: int, sandboxes: int) -> Any:
+    from rootstep.flows._session import Limits
+
+    return Limits(per_model=per_model, sandboxes=sandboxes)
+
+
+def _runner(kind: RunnerKind, dask_address: Optional[str], ray_address: Optional[str], workers: int,
+            setup: Optional[list[str]]) -> Any:
+    """The flows' `Runner` from the command-line options (errors name the option)."""
+    from pydantic import ValidationError
+
+    from rootstep.flows._runner import Runner
+
+    if dask_address and kind is not RunnerKind.dask:
+        _fail(f"--dask-address is for --runner dask (got --runner {kind.value})")
+    if ray_address and kind is not RunnerKind.ray:
+        _fail(f"--ray-address is for --runner ray (got --runner {kind.value})")
+    try:
+        runner = Runner(kind=kind.value, address=dask_address or ray_address, workers=workers, setup=tuple(setup or ()))
+    except ValidationError as exc:
+        _fail("; ".join(f"--worker-setup: {e['msg']}" if e["loc"] and e["loc"][0] == "setup" else e["msg"]
+                        for e in exc.errors()))
+    return _run_flows(runner.require)  # before any flow starts: a missing package is said at once
+
+
+def _run_flows(run: Any) -> Any:
+    """Run `run()`, turning a missing runner package into a clear error."""
+    from rich.markup import escape
+
+    from rootstep.flows._runner import RunnerUnavailable
+
+    try:
+        return run()
+    except RunnerUnavailable as exc:
+        _fail(escape(str(exc)))  # escaped: "rootstep[ray]" is not rich markup
+
+
+def pipeline_cmd(
+    framework: Optional[list[str]] = FrameworkOpt,
+    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
+                                                  help="NAME:COUNT; repeat for several (default gsm8k:2 and mbpp:2)."),
+    model: str = ModelOpt,
+    analyzer_model: Optional[str] = AnalyzerOpt,
+    perturber_model: Optional[str] = PerturberOpt,
+    seed: int = typer.Option(0, help="Shuffles each benchmark before taking COUNT tasks."),
+    max_replays: int = typer.Option(2, help="Replays per label (budget)."),
+    max_llm_calls: int = typer.Option(2, help="Analyzer/perturber calls per label (budget)."),
+    max_seconds: Optional[float] = typer.Option(120.0, help="Wall seconds per label (budget)."),
+    counterfactual: bool = typer.Option(True, help="Annotate failures by counterfactual replay."),
+    inject: bool = typer.Option(True, help="Annotate successes by fault injection."),
+    per_model: int = typer.Option(2, help="Concurrent episodes per model (local models: 1)."),
+    sandboxes: int = typer.Option(2, help="Concurrent Docker containers."),
+    warehouse: Optional[str] = WarehouseOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of the table."),
+    runner: RunnerKind = RunnerOpt,
+    dask_address: Optional[str] = DaskAddressOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    workers: int = WorkersOpt,
+    worker_setup: Optional[list[str]] = WorkerSetupOpt,
+) -> None:
+    """Collect -> split -> counterfactual + inject -> warehouse. With no arguments: 2 GSM8K + 2 MBPP tasks,
+    ag2 and smolagents, the offline model, a local Prefect (ephemeral API), the ./rootstep-data warehouse."""
+    _prefect_env()
+    from rootstep.flows.pipeline import pipeline
+
+    framework, benchmarks = _frameworks(framework), _benchmarks(benchmark)
+    budget = _budget(max_replays, max_llm_calls, max_seconds)
+    where = _runner(runner, dask_address, ray_address, workers, worker_setup)
+    report = _run_flows(lambda: pipeline(
+        frameworks=framework, benchmarks=benchmarks, model=model, analyzer_model=analyzer_model,
+        perturber_model=perturber_model, seed=seed, budget=budget, counterfactual=counterfactual, inject=inject,
+        warehouse=warehouse, limits=_limits(per_model, sandboxes), runner=where))
+    if as_json:
+        console.print_json(report.model_dump_json())
+
+
+def collect_cmd(
+    framework: Optional[list[str]] = FrameworkOpt,
+    benchmark: str = typer.Option("gsm8k", "--benchmark", "-b", help="A registered benchmark."),
+    limit: Optional[int] = typer.Option(2, help="Tasks to run (after shuffling)."),
+    seed: int = typer.Option(0),
+    model: str = ModelOpt,
+    per_model: int = typer.Option(2, help="Concurrent episodes per model (local models: 1)."),
+    sandboxes: int = typer.Option(2, help="Concurrent Docker containers."),
+    warehouse: Optional[str] = WarehouseOpt,
+    runner: RunnerKind = RunnerOpt,
+    dask_address: Optional[str] = DaskAddressOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    workers: int = WorkersOpt,
+    worker_setup: Optional[list[str]] = WorkerSetupOpt,
+) -> None:
+    """Run frameworks on benchmark tasks, verify, store runs, steps and LLM calls (stored runs are skipped)."""
+    _prefect_env()
+    from rootstep.flows.collect import collect
+
+    framework, benchmark = _frameworks(framework), _benchmark_name(benchmark)
+    if limit is not None and limit < 1:
+        _fail(f"--limit {limit}: must be at least 1")
+    where = _runner(runner, dask_address, ray_address, workers, worker_setup)
+    report = _run_flows(lambda: collect(framework or ["ag2", "smolagents"], benchmark, limit=limit, seed=seed,
+                                        model=model, warehouse=warehouse, limits=_limits(per_model, sandboxes),
+                                        runner=where))
+    for r in report.runs:
+        state = "stored" if r.cached else ("error" if r.run_id is None else "new")
+        outcome = {True: "success", False: "failure", None: "-"}[r.success]
+        console.print(f"{r.framework:<12} {r.benchmark}/{r.task_id:<14} {state:<7} {outcome:<8} "
+                      f"{r.run_id or ''} {r.error or ''}", highlight=False)
+    console.print(json.dumps(report.counts()))
+
+
+def annotate_cmd(
+    method: Method = typer.Option(Method.both, help="counterfactual (failures), inject (successes) or both."),
+    framework: Optional[list[str]] = typer.Option(None, "--framework", "-f", help="Restrict to these frameworks."),
+    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b", help="Restrict to these benchmarks."),
+    limit: Optional[int] = typer.Option(None, help="At most this many runs per method."),
+    analyzer_model: str = typer.Option(DEFAULT_MODEL, help="The analyzer LLM."),
+    perturber_model: Optional[str] = typer.Option(DEFAULT_MODEL, help="The perturber LLM ('none': programmatic only)."),
+    max_replays: int = typer.Option(4, help="Replays per label (budget)."),
+    max_llm_calls: int = typer.Option(8, help="Analyzer/perturber calls per label (budget)."),
+    max_seconds: Optional[float] = typer.Option(None, help="Wall seconds per label (budget)."),
+    warehouse: Optional[str] = WarehouseOpt,
+    runner: RunnerKind = RunnerOpt,
+    dask_address: Optional[str] = DaskAddressOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    workers: int = WorkersOpt,
+    worker_setup: Optional[list[str]] = WorkerSetupOpt,
+) -> None:
+    """Annotate the stored failures without a counterfactual label and the successes not yet injected."""
+    _prefect_env()
+    from rootstep.flows._runner import start_cluster
+    from rootstep.flows.annotate import counterfactual, inject
+
+    framework = _frameworks(framework)
+    budget = _budget(max_replays, max_llm_calls, max_seconds)
+    where = _runner(runner, dask_address, ray_address, workers, worker_setup)
+    runs = []
+
+    def both() -> None:
+        with start_cluster(where) as shared:  # one local cluster for both flows
+            if method in (Method.counterfactual, Method.both):
+                runs.extend(counterfactual(analyzer_model, frameworks=framework, benchmarks=benchmark, limit=limit,
+                                           budget=budget, warehouse=warehouse, runner=shared).runs)
+            if method in (Method.inject, Method.both):
+                perturber = None if perturber_model in (None, "none") else perturber_model
+                runs.extend(inject(perturber, frameworks=framework, benchmarks=benchmark, limit=limit, budget=budget,
+                                   warehouse=warehouse, runner=shared).runs)
+
+    _run_flows(both)
+    for a in runs:
+        console.print(f"{a.method:<15} {a.framework:<12} {a.benchmark}/{a.task_id:<14} {a.status:<11} "
+                      f"{a.agent or '-'}@{'-' if a.step is None else a.step}  replays {a.replays}  "
+                      f"llm calls {a.llm_calls}  {a.seconds:.1f} s {a.error or ''}", highlight=False)
+    console.print(f"{len(runs)} run(s) annotated")
+
+
+def deploy_cmd(
+    cron: str = typer.Option("0 2 * * *", help="When the pipeline runs (cron, UTC)."),
+    framework: Optional[list[str]] = FrameworkOpt,
+    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b", help="NAME:COUNT (default gsm8k:2, mbpp:2)."),
+    model: str = ModelOpt,
+    warehouse: Optional[str] = WarehouseOpt,
+    serve: bool = typer.Option(False, help="Also execute the scheduled runs in this process (blocks)."),
+) -> None:
+    """Create the Prefect deployments (nightly pipeline on a benchmark slice) on the server in PREFECT_API_URL."""
+    _prefect_env()
+    from rootstep.flows.deploy import default_schedules, deploy
+
+    schedules = default_schedules(model=model, warehouse=warehouse, frameworks=_frameworks(framework),
+                                  benchmarks=_benchmarks(benchmark), cron=cron)
+    try:
+        names = deploy(schedules, serve=serve)
+    except RuntimeError as exc:
+        _fail(str(exc))
+    for name, s in zip(names, schedules):
+        console.print(f"deployment {name}: cron {s.cron!r} -> flow {s.flow}", highlight=False)
+
+
+def backfill_cmd(
+    benchmark: Path = typer.Option(..., "--benchmark", "-b", exists=True, dir_okay=False, help="A JSONL task file."),
+    verifier: str = typer.Option(..., "--verifier", "-v", help="Verifier name (`rootstep benchmark verifiers`)."),
+    name: Optional[str] = typer.Option(None, help="Benchmark name (default: the file's stem)."),
+    limit: Optional[int] = typer.Option(None, help="At most this many tasks."),
+    framework: Optional[list[str]] = FrameworkOpt,
+    model: str = ModelOpt,
+    analyzer_model: Optional[str] = AnalyzerOpt,
+    perturber_model: Optional[str] = PerturberOpt,
+    warehouse: Optional[str] = WarehouseOpt,
+    runner: RunnerKind = RunnerOpt,
+    dask_address: Optional[str] = DaskAddressOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    workers: int = WorkersOpt,
+    worker_setup: Optional[list[str]] = WorkerSetupOpt,
+) -> None:
+    """Register a new benchmark (JSONL + verifier) and run the pipeline on it once."""
+    _prefect_env()
+    from rootstep.benchmarks import BenchmarkError
+    from rootstep.flows.deploy import backfill
+
+    framework = _frameworks(framework)
+    where = _runner(runner, dask_address, ray_address, workers, worker_setup)
+    try:
+        _run_flows(lambda: backfill(benchmark, verifier, name=name, limit=limit, frameworks=framework, model=model,
+                                    analyzer_model=analyzer_model, perturber_model=perturber_model,
+                                    warehouse=warehouse, runner=where))
+    except BenchmarkError as exc:
+        _fail(str(exc))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the commands to the `rootstep` app."""
+    app.command("pipeline")(pipeline_cmd)
+    app.command("collect")(collect_cmd)
+    app.command("annotate")(annotate_cmd)
+    app.command("deploy")(deploy_cmd)
+    app.command("backfill")(backfill_cmd)

@@ -1,0 +1,170 @@
+"""The `pipeline` flow: collect -> split -> counterfactual + inject -> warehouse.
+
+    from rootstep.flows.pipeline import pipeline
+    report = pipeline()                              # the default slice, offline model
+    print(report.render())
+
+`split` is not a step that copies anything: it is the warehouse's `successes` / `failures` views
+(collected runs only). The three flows share one session (warehouse, gateway, limits); each runs as a
+Prefect subflow. With `runner=Runner(kind="dask"|"ray")` without an address, one local cluster is
+started for the pipeline and its three subflows submit their tasks to it. Collection and both
+annotation stages skip what the warehouse already holds, so
+running the pipeline again only does what is missing (and a crashed pipeline resumes).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow
+from pydantic import BaseModel, Field
+
+from rootstep.warehouse import Task
+
+from ._budget import Budget
+from ._runner import Runner, start_cluster
+from ._session import DEFAULT_MODEL, Limits, open_session
+from .annotate import AnnotatedRun, AnnotateReport
+from .annotate import counterfactual as counterfactual_flow
+from .annotate import inject as inject_flow
+from .collect import CollectedRun, CollectReport
+from .collect import collect as collect_flow
+
+DEFAULT_BENCHMARKS = {"gsm8k": 2, "mbpp": 2}
+DEFAULT_FRAMEWORKS = ["ag2", "smolagents"]
+DEFAULT_BUDGET = Budget(max_replays=2, max_llm_calls=2, max_reasks=1, max_candidates=1, max_seconds=120)
+"""Small on purpose: the default run is a demonstration on a weak offline model."""
+
+EXPLORE_SQL = {
+    "labels with their cost": (
+        "SELECT framework, benchmark, method, agent, step, cost_replays, cost_llm_calls, cost_tokens, cost_usd, "
+        "round(cost_seconds, 1) AS seconds FROM labels ORDER BY created_at DESC LIMIT 20"),
+    "the decisive step of each label": (
+        "SELECT l.run_id, l.method, s.step, s.agent, left(s.content, 80) AS content FROM labels l "
+        "JOIN steps s ON s.run_id = l.run_id AND s.step = l.step LIMIT 20"),
+    "unresolved failures": "SELECT run_id, framework, benchmark, annotator, cost_replays, cost_llm_calls, notes FROM unresolved",
+    "outcomes by framework": (
+        "SELECT framework, benchmark, count(*) FILTER (success) AS successes, count(*) FILTER (NOT success) AS failures "
+        "FROM runs WHERE parent_run_id IS NULL GROUP BY ALL ORDER BY ALL"),
+    "every replay tried": (
+        "SELECT purpose, run_id, intervention_step, success_before, success_after, live_calls, replayed_calls "
+        "FROM replays ORDER BY created_at DESC LIMIT 20"),
+}
+
+
+class PipelineReport(BaseModel):
+    collected: list[CollectedRun] = Field(default_factory=list)
+    annotated: list[AnnotatedRun] = Field(default_factory=list)
+    warehouse: str = ""
+    seconds: float = 0.0
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+
+    def counts(self) -> dict[str, Any]:
+        c = CollectReport(runs=self.collected).counts()
+        c["labelled"] = sum(1 for a in self.annotated if a.status == "labelled")
+        c["unresolved"] = sum(1 for a in self.annotated if a.status == "unresolved")
+        c["not_flipped"] = sum(1 for a in self.annotated if a.status == "not_flipped")
+        c["annotation_errors"] = sum(1 for a in self.annotated if a.status == "error")
+        return c
+
+    def render(self) -> str:
+        """The table of what was annotated and the SQL to explore it (plain text)."""
+        head = ["method", "framework", "benchmark", "task", "status", "agent", "step", "replays", "llm calls", "seconds"]
+        rows = [[a.method, a.framework, a.benchmark, a.task_id, a.status, a.agent or "-",
+                 "-" if a.step is None else str(a.step), str(a.replays), str(a.llm_calls), f"{a.seconds:.1f}"]
+                for a in self.annotated]
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        c = self.counts()
+        lines = [
+            f"collected {c['runs']} runs ({c['new']} new, {c['cached']} already stored, {c['errors']} errors): "
+            f"{c['successes']} successes, {c['failures']} failures",
+            f"annotated {len(self.annotated)}: {c['labelled']} labelled, {c['unresolved']} unresolved, "
+            f"{c['not_flipped']} successes not flipped, {c['annotation_errors']} errors",
+            f"in {self.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_seconds.items()) + ")",
+            "",
+            fmt.format(*head),
+            fmt.format(*("-" * w for w in widths)),
+            *(fmt.format(*r) for r in rows),
+            "",
+            f"explore ({self.warehouse}): rootstep sql \"...\" or any DuckDB client on catalog.duckdb",
+        ]
+        for title, sql in EXPLORE_SQL.items():
+            lines += [f"  -- {title}", f"  {sql};"]
+        return "\n".join(lines)
+
+
+@flow(name="rootstep-pipeline", persist_result=False)
+def pipeline(
+    frameworks: list[str] | None = None,
+    benchmarks: dict[str, int | None] | None = None,
+    model: str = DEFAULT_MODEL,
+    analyzer_model: str | None = None,
+    perturber_model: str | None = None,
+    agent_models: dict[str, str] | None = None,
+    seed: int | None = 0,
+    budget: Budget | None = None,
+    inject_budget: Budget | None = None,
+    counterfactual: bool = True,
+    inject: bool = True,
+    programmatic: bool = True,
+    tasks: list[Task] | None = None,
+    warehouse: str | None = None,
+    limits: Limits | None = None,
+    max_tokens: int = 256,
+    runner: Runner | None = None,
+) -> PipelineReport:
+    """Collect runs, split them, annotate failures (counterfactual) and successes (fault injection).
+
+    Args:
+        frameworks: adapters to run (default ag2 and smolagents).
+        benchmarks: benchmark name -> number of tasks (default 2 GSM8K + 2 MBPP), shuffled with `seed`.
+        model: the agents' model; `agent_models` per agent. `analyzer_model` / `perturber_model`
+            default to `model`.
+        budget / inject_budget: per counterfactual search / per injection (default `DEFAULT_BUDGET`).
+        counterfactual, inject: run that stage.
+        tasks: collect these tasks instead of the benchmarks' (the benchmarks argument is then ignored).
+        max_tokens: per analyzer / perturber answer.
+        runner: where the tasks run: threads of this process (default), or a Dask / Ray cluster
+            (`Runner(kind="dask", address=...)`; without an address a local one, `workers` processes).
+    """
+    started = time.perf_counter()
+    frameworks = list(frameworks or DEFAULT_FRAMEWORKS)
+    benchmarks = dict(DEFAULT_BENCHMARKS if benchmarks is None else benchmarks)
+    budget = budget or DEFAULT_BUDGET
+    report = PipelineReport()
+    with open_session(warehouse, limits=limits) as session, start_cluster(runner) as runner:
+        report.warehouse = session.warehouse.location
+        clock = time.perf_counter()
+        groups: list[tuple[str, int | None, list[Task] | None]]
+        if tasks is not None:
+            groups = [(t_benchmark, None, [t for t in tasks if t.benchmark == t_benchmark])
+                      for t_benchmark in dict.fromkeys(t.benchmark for t in tasks)]
+        else:
+            groups = [(name, n, None) for name, n in benchmarks.items()]
+        for name, n, chosen in groups:
+            collected = collect_flow(frameworks, name, limit=n, seed=seed, model=model, agent_models=agent_models,
+                                     tasks=chosen, runner=runner, session_id=session.id)
+            report.collected += collected.runs
+        report.stage_seconds["collect"] = round(time.perf_counter() - clock, 3)
+        scope_b = sorted({r.benchmark for r in report.collected})
+        run_ids = [r.run_id for r in report.collected if r.run_id]
+        if counterfactual:
+            clock = time.perf_counter()
+            done: AnnotateReport = counterfactual_flow(analyzer_model or model, frameworks=frameworks, benchmarks=scope_b,
+                                           run_ids=run_ids, budget=budget, max_tokens=max_tokens,
+                                           runner=runner, session_id=session.id)
+            report.annotated += done.runs
+            report.stage_seconds["counterfactual"] = round(time.perf_counter() - clock, 3)
+        if inject:
+            clock = time.perf_counter()
+            done = inject_flow(perturber_model or model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
+                               budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0,
+                               max_tokens=max_tokens, runner=runner, session_id=session.id)
+            report.annotated += done.runs
+            report.stage_seconds["inject"] = round(time.perf_counter() - clock, 3)
+    report.seconds = round(time.perf_counter() - started, 3)
+    print(report.render())
+    return report
+
