@@ -9,6 +9,9 @@ Adapters: `ag2` (AutoGen GroupChat), `smolagents` (manager CodeAgent with a mana
 (a MetaGPT Team of roles), `owl` (camel-ai's Workforce), `aflow` (AFlow's operator workflows,
 reimplemented), `agentprune` (AgentPrune's pruned communication graph, reimplemented). Each runs its
 framework inside its own pinned sandbox image (`rootstep frameworks build`). See docs/adapters.md.
+Your own program runs as a framework from a system file (`use_systems`, `--system FILE`,
+`rootstep.adapters._command`; docs/your-system.md); pip-installed plugins add adapters, verifiers and
+benchmarks through entry points (`rootstep.adapters._plugins`).
 Importing this package is light: an adapter's module is imported when it is first asked for.
 """
 
@@ -37,8 +40,16 @@ def register_adapter(cls: type["Adapter"]) -> type["Adapter"]:
     return cls
 
 
+def _load_plugins() -> None:
+    from rootstep.adapters._plugins import load_adapter_plugins
+
+    load_adapter_plugins(register_adapter)
+
+
 def adapter_class(name: str) -> type["Adapter"]:
     """The adapter class registered as `name`; KeyError naming the known ones otherwise."""
+    if name not in _BUILTIN:
+        _load_plugins()
     if name in _EXTRA:
         return _EXTRA[name]
     if name not in _BUILTIN:
@@ -53,8 +64,30 @@ def get_adapter(name: str, **kwargs: Any) -> "Adapter":
 
 
 def list_adapters() -> list[str]:
-    """Names of the registered adapters, sorted."""
+    """Names of the registered adapters (built in, from plugins and system files), sorted."""
+    _load_plugins()
     return sorted(set(_BUILTIN) | set(_EXTRA))
 
 
-__all__ = ["adapter_class", "get_adapter", "list_adapters", "register_adapter"]
+def adapter_for(trajectory: Any) -> type["Adapter"]:
+    """The adapter class of a stored trajectory; a system file's run registers its system file again
+    (from `metadata["system"]`) when this process does not know it yet."""
+    name = trajectory.framework
+    if name not in _BUILTIN and name not in _EXTRA:
+        _load_plugins()
+        system = (trajectory.metadata or {}).get("system") or {}
+        if name not in _EXTRA and system.get("file"):
+            from rootstep.adapters._plugins import use_systems
+
+            use_systems([system["file"]])
+    return adapter_class(name)
+
+
+def use_systems(paths: list[str]) -> list[str]:
+    """Register system files (`--system`) here and in every process started from here; their names."""
+    from rootstep.adapters._plugins import use_systems as use
+
+    return use(paths)
+
+
+__all__ = ["adapter_class", "adapter_for", "get_adapter", "list_adapters", "register_adapter", "use_systems"]

@@ -158,6 +158,24 @@ class Adapter(ABC):
         """The answer Omega judges; by default what the driver reported."""
         return driver_answer
 
+    def gateway_rules(self) -> dict[str, Any]:
+        """`RunContext` fields that tell the gateway how to attribute this framework's calls to agents
+        (`agents`, `agent_header`, `agent_prompts`); the built-in drivers put the agent in the URL."""
+        return {}
+
+    def episode_files(self, task: Task) -> dict[str, str | bytes]:
+        """Files the episode needs besides `episode.json`, `_episode.py` and the driver."""
+        return {}
+
+    def episode_metadata(self, out: dict[str, Any]) -> dict[str, Any]:
+        """What this framework adds to `Trajectory.metadata` from the driver's output."""
+        return {}
+
+    def steps_from(self, task: Task, ctx: Any, out: dict[str, Any], calls: list[LLMCall],
+                   stats: Any) -> tuple[list[Step], list[dict[str, Any]]]:
+        """The trajectory's steps from the driver's output and the run's journaled calls (`link_steps`)."""
+        return link_steps(out.get("steps", []), calls)
+
     # ------------------------------------------------------------------ the contract
 
     def run(
@@ -183,7 +201,7 @@ class Adapter(ABC):
         server = self._server(gateway)
         run_id = run_id or self._new_run_id(task)
         ctx = RunContext(run_id=run_id, framework=self.name, benchmark=task.benchmark, model=model,
-                         agent_models=dict(agent_models or {}), **context)
+                         agent_models=dict(agent_models or {}), **self.gateway_rules(), **context)
         return self._episode(task, ctx, server, sandbox, verifier, parent=None)
 
     def replay(
@@ -231,7 +249,7 @@ class Adapter(ABC):
             model=model or trajectory.model or "", agent_models=dict(meta.get("agent_models") or {}),
             intervention=intervention,
             step_calls={s.index: list(s.call_ids) for s in trajectory.steps if s.call_ids},
-            **context,
+            **self.gateway_rules(), **context,
         )
         result = self._episode(task, ctx, server, sandbox, verifier, parent=trajectory)
         stats = result.metadata.get("gateway_stats", {})
@@ -330,6 +348,7 @@ class Adapter(ABC):
             "episode.json": json.dumps(episode),
             "_episode.py": (DRIVERS_DIR / "_episode.py").read_text(),
             self.driver: (DRIVERS_DIR / self.driver).read_text(),
+            **self.episode_files(task),
         }
         started = datetime.now(timezone.utc)
         clock = time.monotonic()
@@ -354,7 +373,7 @@ class Adapter(ABC):
             raise AdapterError(f"{self.name} episode {ctx.run_id} {why} without a trajectory; stderr:\n{result.stderr[-3000:]}"
                                f"\nstdout:\n{result.stdout[-1500:]}")
         calls = gateway.calls(ctx.run_id)
-        steps, unlinked = link_steps(out.get("steps", []), calls)
+        steps, unlinked = self.steps_from(task, ctx, out, calls, stats)
         answer = self.final_answer(task, steps, out.get("final_answer"))
         verify = verifier or self.verifier or default_verifier()
         verdict = mark_suspect(task, answer, steps, verify(task, answer), verify)
@@ -369,6 +388,7 @@ class Adapter(ABC):
             "unlinked_calls": unlinked,
             "episode": {"exit_code": result.exit_code, "timed_out": result.timed_out,
                         "seconds": round(result.duration_s, 3)},
+            **self.episode_metadata(out),
         }
         if out.get("error"):
             metadata["error"] = out["error"]

@@ -6,10 +6,12 @@ Module-level imports stay light (adapters, docker and the frameworks' specs load
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(help="Framework adapters: list them, build their pinned sandbox images.",
@@ -21,28 +23,46 @@ console = Console(stderr=True)
 def _default(ctx: typer.Context) -> None:
     """Without a subcommand: the same as `rootstep frameworks list`."""
     if ctx.invoked_subcommand is None:
-        list_cmd()
+        list_cmd(system=None)
 
 
 @app.command("list")
-def list_cmd() -> None:
-    """Each adapter: framework package and version, image tag and whether it is built, agents, task kinds."""
-    from rootstep.adapters import adapter_class, list_adapters
+def list_cmd(
+    system: Optional[list[Path]] = typer.Option(None, "--system", help="Also list these system files (docs/your-system.md)."),
+) -> None:
+    """Each adapter: where it comes from (built in, a plugin, a system file), package and version, image tag
+    and whether it is built, agents, task kinds; then any plugin or system file that did not load."""
+    from rootstep.adapters import _BUILTIN, adapter_class, list_adapters, use_systems
+    from rootstep.adapters._plugins import origin, plugin_errors
+    from rootstep.warehouse.errors import RootstepError
 
-    table = Table("framework", "package", "image", "status", "agents", "task kinds")
+    out = Console(width=None if sys.stdout.isatty() else 200)
+    if system:
+        try:
+            use_systems([str(p) for p in system])
+        except RootstepError as exc:
+            console.print(f"[bold red]error:[/] --system: {escape(str(exc))}")
+            raise typer.Exit(2) from None
+    table = Table("framework", "origin", "package", "image", "status", "agents", "task kinds")
     for name in list_adapters():
         cls = adapter_class(name)
         adapter = cls()
         built = adapter.image_built()
         status = "[yellow]no docker[/]" if built is None else ("[green]built[/]" if built else "[red]not built[/]")
-        table.add_row(name, f"{cls.package}=={cls.version}", adapter.image_tag(), status,
+        where = "built in" if name in _BUILTIN else (origin(name) or "registered in code")
+        package = cls.version if where.startswith("system") else f"{cls.package}=={cls.version}"
+        table.add_row(name, escape(where), escape(package), adapter.image_tag(), status,
                       ", ".join(cls.agents), ", ".join(cls.task_kinds))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    out.print(table)
+    for key, why in sorted(plugin_errors().items()):
+        out.print(f"[bold red]not loaded:[/] {escape(key)}: {escape(why)}", soft_wrap=True)
 
 
 @app.command("build")
 def build_cmd(
     framework: Optional[list[str]] = typer.Option(None, "--framework", "-f", help="Framework(s) to build (default: all)."),
+    system: Optional[list[Path]] = typer.Option(None, "--system", help="Build these system files' images (only them "
+                                                "unless --framework is given too)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the image's tag exists."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every line of pip and docker."),
     skip_if_no_docker: bool = typer.Option(
@@ -57,7 +77,17 @@ def build_cmd(
     from rootstep.sandboxes._limits import SandboxUnavailableError
     from rootstep.sandboxes.cli import _ConsoleReporter
 
-    names = framework or list_adapters()
+    from rootstep.adapters import use_systems
+    from rootstep.warehouse.errors import RootstepError
+
+    systems: list[str] = []
+    if system:
+        try:
+            systems = use_systems([str(p) for p in system])
+        except RootstepError as exc:
+            console.print(f"[bold red]error:[/] --system: {escape(str(exc))}")
+            raise typer.Exit(2) from None
+    names = [*(framework or []), *systems] or [n for n in list_adapters() if n not in systems]
     unknown = [n for n in names if n not in list_adapters()]
     if unknown:
         console.print(f"[bold red]error:[/] unknown framework(s) {unknown}; known: {list_adapters()}")
@@ -78,7 +108,7 @@ def build_cmd(
         start = time.monotonic()
         try:
             tag = cls.build(client, report=reporter, force=force)
-        except SandboxUnavailableError as exc:
+        except (SandboxUnavailableError, RootstepError) as exc:
             console.print(f"[bold red]error:[/] {exc}")
             raise typer.Exit(2) from None
         table.add_row(name, tag, f"{time.monotonic() - start:.1f}")

@@ -58,6 +58,9 @@ def verifier(name: str) -> Callable[[Callable[..., Verdict]], Callable[..., Verd
 
 def _ensure_builtin_verifiers() -> None:
     from . import _code, _gaia, _math, _numeric, _qa  # noqa: F401 - importing registers them
+    from rootstep.adapters._plugins import load_verifier_plugins
+
+    load_verifier_plugins()
 
 
 def get_verifier(name: str) -> Callable[..., Verdict]:
@@ -130,6 +133,9 @@ def benchmark(info: BenchmarkInfo) -> Callable[[Loader], Loader]:
 
 def _ensure_builtin_benchmarks() -> None:
     from . import _code_loaders, _loaders  # noqa: F401 - importing registers them
+    from rootstep.adapters._plugins import load_benchmark_plugins
+
+    load_benchmark_plugins()
 
 
 def _lookup(name: str) -> tuple[BenchmarkInfo, Loader]:

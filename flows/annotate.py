@@ -142,6 +142,9 @@ def _replay_fn(session: Session, trajectory: Trajectory, captured: list[Trajecto
                recorded: list[LLMCall] | None = None):
     """`adapter_replay` with the episode limits, remembering every replayed run for the warehouse.
     `recorded`: the run's recorded calls (default: this session's journal, else its warehouse)."""
+    from rootstep.adapters import adapter_for
+
+    adapter_for(trajectory)  # a system file's run: its system is registered here too
     adapter = session.adapter(trajectory.framework)
     if recorded is None:
         recorded = session.recorded_calls(trajectory.metadata["gateway_run_id"])
@@ -222,9 +225,9 @@ def _inject_search(session: Session, run_id: str, trajectory: Trajectory, pertur
                    seed: int, programmatic: bool, max_tokens: int | None, recorded: list[LLMCall] | None = None,
                    mode: InjectionMode = "auto") -> Annotated:
     """Fault injection on one success; nothing written (see `_counterfactual_search`)."""
-    from rootstep.adapters import adapter_class
+    from rootstep.adapters import adapter_for
 
-    adapter = adapter_class(trajectory.framework)
+    adapter = adapter_for(trajectory)
     captured: list[Trajectory] = []
     perturber = None if perturber_model is None else _chat(session, perturber_model, max_tokens, trajectory)
     result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), budget,

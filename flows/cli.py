@@ -21,6 +21,8 @@ DEFAULT_MODEL = "local/gemma-3-270m"  # = rootstep.flows._session.DEFAULT_MODEL 
 WarehouseOpt = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE",
                             help="Warehouse path or fsspec URL (default ./rootstep-data).")
 FrameworkOpt = typer.Option(None, "--framework", "-f", help="Framework adapter; repeat for several (default ag2, smolagents).")
+SystemOpt = typer.Option(None, "--system", help="A system file: your own program run as a framework (docs/your-system.md); "
+                         "repeat for several. Runs it in place of the default frameworks, beside any --framework.")
 ModelOpt = typer.Option(DEFAULT_MODEL, "--model", "-m", help="The agents' model (any gateway model string).")
 AnalyzerOpt = typer.Option(None, "--analyzer-model", help="The analyzer LLM (default: --model).")
 PerturberOpt = typer.Option(None, "--perturber-model", help="The perturber LLM (default: --model).")
@@ -91,6 +93,52 @@ def check_frameworks(names: Optional[list[str]]) -> Optional[list[str]]:
         if name not in known:
             _fail(f"--framework {name!r}: unknown framework; known: {', '.join(known)}")
     return names
+
+
+def with_systems(framework: Optional[list[str]], system: Optional[list[str]], *, build: bool = True) -> Optional[list[str]]:
+    """`--framework` names plus the `--system` files' names (registered here and for every worker this
+    process starts; each image built once, with progress); a bad system file is a usage error naming it."""
+    from rich.markup import escape
+
+    from rootstep.adapters import use_systems
+    from rootstep.warehouse.errors import RootstepError
+
+    if not system:
+        return check_frameworks(framework)
+    try:
+        names = use_systems([str(p) for p in system])
+    except RootstepError as exc:
+        _fail(escape(f"--system: {exc}"))
+    if build:
+        build_systems(names)
+    return list(dict.fromkeys([*(check_frameworks(framework) or []), *names]))
+
+
+def build_systems(names: list[str]) -> None:
+    """Build the systems' images unless they exist (resolving their requirements once); a failure names the
+    system file and field. Without a Docker daemon nothing is built (the episodes then say so)."""
+    from rich.markup import escape
+
+    from rootstep.adapters import adapter_class
+    from rootstep.sandboxes._limits import SandboxUnavailableError
+    from rootstep.warehouse.errors import RootstepError
+
+    try:
+        from rootstep.sandboxes._docker import docker_client
+
+        client = docker_client()
+    except SandboxUnavailableError:
+        return
+    from rootstep.sandboxes.cli import _ConsoleReporter
+
+    for name in names:
+        cls = adapter_class(name)
+        if cls().image_built():
+            continue
+        try:
+            cls.build(client, report=_ConsoleReporter(False))
+        except (RootstepError, SandboxUnavailableError) as exc:
+            _fail(escape(f"--system {cls.system.path}: {exc}"))
 
 
 def _benchmark_name(name: str, option: str = "--benchmark") -> str:
@@ -170,6 +218,7 @@ def _run_flows(run: Any) -> Any:
 
 def pipeline_cmd(
     framework: Optional[list[str]] = FrameworkOpt,
+    system: Optional[list[Path]] = SystemOpt,
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
                                                   help="NAME:COUNT; repeat for several (default gsm8k:2 and mbpp:2)."),
     model: str = ModelOpt,
@@ -201,7 +250,7 @@ def pipeline_cmd(
     _prefect_env()
     from rootstep.flows.pipeline import pipeline
 
-    framework, benchmarks = check_frameworks(framework), _benchmarks(benchmark)
+    framework, benchmarks = with_systems(framework, system), _benchmarks(benchmark)
     budget = _budget(max_replays, max_llm_calls, max_seconds, max_candidates)
     where = _runner(runner, dask_address, ray_address, workers, worker_setup)
     report = _run_flows(lambda: pipeline(
@@ -216,6 +265,7 @@ def pipeline_cmd(
 
 def collect_cmd(
     framework: Optional[list[str]] = FrameworkOpt,
+    system: Optional[list[Path]] = SystemOpt,
     benchmark: str = typer.Option("gsm8k", "--benchmark", "-b", help="A registered benchmark."),
     limit: Optional[int] = typer.Option(2, help="Tasks to run (after shuffling)."),
     seed: int = typer.Option(0),
@@ -234,7 +284,7 @@ def collect_cmd(
     _prefect_env()
     from rootstep.flows.collect import collect
 
-    framework, benchmark = check_frameworks(framework), _benchmark_name(benchmark)
+    framework, benchmark = with_systems(framework, system), _benchmark_name(benchmark)
     if limit is not None and limit < 1:
         _fail(f"--limit {limit}: must be at least 1")
     where = _runner(runner, dask_address, ray_address, workers, worker_setup)
@@ -253,6 +303,8 @@ def collect_cmd(
 def annotate_cmd(
     method: Method = typer.Option(Method.both, help="counterfactual (failures), inject (successes) or both."),
     framework: Optional[list[str]] = typer.Option(None, "--framework", "-f", help="Restrict to these frameworks."),
+    system: Optional[list[Path]] = typer.Option(None, "--system", help="Restrict to these system files' runs (a "
+                                                "system's runs are annotated without it too: they name their file)."),
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b", help="Restrict to these benchmarks."),
     limit: Optional[int] = typer.Option(None, help="At most this many runs per method."),
     run_id: Optional[list[str]] = typer.Option(None, "--run-id", help="Only these runs (ids or prefixes); repeat for "
@@ -279,7 +331,7 @@ def annotate_cmd(
     from rootstep.flows._runner import start_cluster
     from rootstep.flows.annotate import counterfactual, inject
 
-    framework = check_frameworks(framework)
+    framework = with_systems(framework, system)
     run_ids = _recorded_runs(run_id, warehouse) if run_id else None
     budget = _budget(max_replays, max_llm_calls, max_seconds, max_candidates)
     where = _runner(runner, dask_address, ray_address, workers, worker_setup)
@@ -333,6 +385,7 @@ def _recorded_runs(prefixes: list[str], warehouse: Optional[str]) -> list[str]:
 def deploy_cmd(
     cron: str = typer.Option("0 2 * * *", help="When the pipeline runs (cron, UTC)."),
     framework: Optional[list[str]] = FrameworkOpt,
+    system: Optional[list[Path]] = SystemOpt,
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b", help="NAME:COUNT (default gsm8k:2, mbpp:2)."),
     model: str = ModelOpt,
     warehouse: Optional[str] = WarehouseOpt,
@@ -342,7 +395,7 @@ def deploy_cmd(
     _prefect_env()
     from rootstep.flows.deploy import default_schedules, deploy
 
-    schedules = default_schedules(model=model, warehouse=warehouse, frameworks=check_frameworks(framework),
+    schedules = default_schedules(model=model, warehouse=warehouse, frameworks=with_systems(framework, system),
                                   benchmarks=_benchmarks(benchmark), cron=cron)
     try:
         names = deploy(schedules, serve=serve)
@@ -358,6 +411,7 @@ def backfill_cmd(
     name: Optional[str] = typer.Option(None, help="Benchmark name (default: the file's stem)."),
     limit: Optional[int] = typer.Option(None, help="At most this many tasks."),
     framework: Optional[list[str]] = FrameworkOpt,
+    system: Optional[list[Path]] = SystemOpt,
     model: str = ModelOpt,
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
@@ -373,7 +427,7 @@ def backfill_cmd(
     from rootstep.benchmarks import BenchmarkError
     from rootstep.flows.deploy import backfill
 
-    framework = check_frameworks(framework)
+    framework = with_systems(framework, system)
     where = _runner(runner, dask_address, ray_address, workers, worker_setup)
     try:
         _run_flows(lambda: backfill(benchmark, verifier, name=name, limit=limit, frameworks=framework, model=model,

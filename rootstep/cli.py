@@ -197,6 +197,8 @@ def show_cmd(
 @app.command("run")
 def run_cmd(
     framework: str = typer.Option("ag2", "--framework", "-f", help="A framework adapter (`rootstep frameworks`)."),
+    system: Optional[Path] = typer.Option(None, "--system", help="Run your own program instead: a system file "
+                                          "(docs/your-system.md); its image is built on first use."),
     benchmark: str = typer.Option("gsm8k", "--benchmark", "-b", help="A registered benchmark (`rootstep benchmark list`)."),
     limit: int = typer.Option(3, min=1, help="How many tasks (after shuffling with --seed)."),
     seed: int = typer.Option(0, help="Shuffle the benchmark with this seed before taking --limit tasks."),
@@ -214,9 +216,11 @@ def run_cmd(
     from rootstep.benchmarks import BenchmarkError, load_tasks
     from rootstep._render import print_trajectory
     from rootstep.flows._session import open_session
-    from rootstep.flows.cli import check_frameworks
+    from rootstep.flows.cli import check_frameworks, with_systems
     from rootstep.flows.collect import _collect_run as collect_one
 
+    if system is not None:
+        framework = with_systems(None, [str(system)])[0]
     check_frameworks([framework])
     try:
         tasks = load_tasks(benchmark, limit=limit, seed=seed)

@@ -33,6 +33,7 @@ _EXPORTS = {
     "Gateway": "_gateway",
     "RunStats": "_gateway",
     "UnknownRun": "_gateway",
+    "UnattributedRequest": "_gateway",
     "canonical_request": "_hashing",
     "redact": "_hashing",
     "request_hash": "_hashing",
@@ -61,7 +62,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover
     from ._cache import ResponseCache
     from ._context import DEFAULT_MODEL, GatewayMode, RunContext
-    from ._gateway import CallMeta, Gateway, RunStats, UnknownRun
+    from ._gateway import CallMeta, Gateway, RunStats, UnattributedRequest, UnknownRun
     from ._hashing import canonical_request, redact, request_hash
     from ._local_model import LOCAL_MODELS, LocalLLM
     from ._providers import ProviderError, Providers, register_provider
@@ -89,6 +90,7 @@ __all__ = [
     "RunStats",
     "Script",
     "ScriptedLLM",
+    "UnattributedRequest",
     "UnknownRun",
     "canonical_request",
     "create_app",

@@ -53,6 +53,16 @@ class RunContext(BaseModel):
     """The provider key: kept in the gateway's memory, never serialised, logged or stored."""
     litellm_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for `litellm.acompletion` (for example `timeout`)."""
+    agents: tuple[str, ...] = ()
+    """The run's declared agents. When given, a call whose agent (from its URL, header or system prompt) is
+    not one of them is refused as unattributed (`Gateway.agent_for`)."""
+    agent_header: str | None = None
+    """A request header whose value names the calling agent (programs that set one per agent)."""
+    agent_prompts: list[tuple[str, str]] = Field(default_factory=list)
+    """(regex, agent) pairs: a call with no agent in its URL belongs to the first agent whose regex is found
+    in the request's system message (programs that share one client for every agent)."""
+    attribution_source: str | None = None
+    """Where the attribution rules come from (a system file), named when a call matches none."""
 
     @model_validator(mode="after")
     def _replay_needs_a_source(self) -> "RunContext":

@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
 
 from rootstep.warehouse import LLMCall
 
@@ -37,6 +38,10 @@ class UnknownRun(LookupError):
     """A call for a run that was never registered with this gateway."""
 
 
+class UnattributedRequest(ValueError):
+    """A call of a run with declared agents that names no declared agent (URL, header or system prompt)."""
+
+
 @dataclass
 class RunStats:
     """What a run's calls cost: how many went live and how many the recording or cache served."""
@@ -49,6 +54,10 @@ class RunStats:
     aborted: int = 0
     """Calls whose client disconnected before the answer was complete (nothing journaled)."""
     divergence: str | None = None
+    unattributed: int = 0
+    """Calls refused because no declared agent matched them (`Gateway.agent_for`)."""
+    unattributed_reason: str | None = None
+    """Why the first of them was refused."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -158,6 +167,42 @@ class Gateway:
 
     def stats(self, run_id: str) -> RunStats:
         return self.run(run_id).stats
+
+    def agent_for(self, run_id: str | None, url_agent: str | None, headers: Mapping[str, str],
+                  body: dict[str, Any]) -> str:
+        """The agent a call belongs to: its URL's agent, else the run's agent header, else the first of the
+        run's `agent_prompts` found in its system message, else `X-Rootstep-Agent`, else `unknown`.
+
+        A run with declared `agents` refuses (UnattributedRequest, counted in its stats) a call whose agent is
+        none of them, naming the rule's source and what the call showed."""
+        try:
+            run = self.run(run_id)
+        except UnknownRun:
+            return url_agent or headers.get("x-rootstep-agent") or "unknown"
+        ctx = run.ctx
+        agent = url_agent
+        tried: list[str] = [] if agent is None else [f"its URL gave {agent!r}"]
+        if agent is None and ctx.agent_header:
+            agent = headers.get(ctx.agent_header.lower())
+            tried.append(f"header {ctx.agent_header} gave " + ("nothing" if agent is None else repr(agent)))
+        if agent is None and ctx.agent_prompts:
+            system = system_text(body)
+            agent = next((name for pattern, name in ctx.agent_prompts if re.search(pattern, system)), None)
+            tried.append(f"system prompt {system[:120]!r} " + ("matched no pattern" if agent is None else f"gave {agent!r}"))
+        if agent is None and headers.get("x-rootstep-agent"):
+            agent = headers["x-rootstep-agent"]
+            tried.append(f"header X-Rootstep-Agent gave {agent!r}")
+        if not ctx.agents:
+            return agent or "unknown"
+        if agent in ctx.agents:
+            return agent
+        source = f" of {ctx.attribution_source}" if ctx.attribution_source else ""
+        reason = (f"run {ctx.run_id}: a request matches no agent{source} (agents: {', '.join(ctx.agents)}); "
+                  + ("; ".join(tried) or "it has no agent in its URL and the run has no header or prompt rules"))
+        with run.lock:
+            run.stats.unattributed += 1
+            run.stats.unattributed_reason = run.stats.unattributed_reason or reason
+        raise UnattributedRequest(reason)
 
     def calls(self, run_id: str) -> list[LLMCall]:
         """The run's journaled calls, in the order they were answered."""
@@ -333,6 +378,19 @@ class Gateway:
     def _maybe_cache(self, run: _Run, agent: str, body: dict[str, Any], response: dict[str, Any]) -> None:
         if self.cache is not None and run.ctx.cache and cacheable(body):
             self.cache.put(run.ctx.model_for(agent), body, response)
+
+
+def system_text(body: dict[str, Any]) -> str:
+    """The text of a chat request's system (or developer) messages, joined."""
+    parts: list[str] = []
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") in ("system", "developer"):
+            content = message.get("content")
+            if isinstance(content, list):
+                parts += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
+            elif content is not None:
+                parts.append(str(content))
+    return "\n".join(parts)
 
 
 def _replayed_error(call: LLMCall) -> ProviderError:

@@ -4,7 +4,8 @@ Routes (any OpenAI client: set `base_url` to the part before `/chat/completions`
 - `POST /run/{run_id}/agent/{agent}/v1/chat/completions`, `GET .../v1/models`: the call belongs to a run
   and an agent.
 - `POST /run/{run_id}/v1/chat/completions`: for frameworks that set one URL for all agents; the agent
-  comes from the `X-Rootstep-Agent` header, else `unknown`.
+  comes from the run's agent header or system-prompt rules (`RunContext.agent_header`, `agent_prompts`),
+  else the `X-Rootstep-Agent` header, else `unknown` (`Gateway.agent_for`).
 - `POST /v1/chat/completions`: run from `X-Rootstep-Run` (else the gateway's default run), agent as above.
 Optional headers on a call: `X-Rootstep-Step` (the step index it produces) and `X-Rootstep-Purpose`
 (`step`, `speaker_selection`, `parse_retry`, `planning`, `summary`, `other`). Responses carry
@@ -29,7 +30,7 @@ from rootstep.warehouse import CallPurpose
 
 from ._chunks import SSE_DONE, sse
 from ._context import DEFAULT_MODEL, RunContext
-from ._gateway import CallMeta, Gateway, UnknownRun
+from ._gateway import CallMeta, Gateway, UnattributedRequest, UnknownRun
 from ._providers import ProviderError
 from ._replay import ReplayDivergence
 
@@ -59,8 +60,7 @@ def create_app(gateway: Gateway, *, admin_token: str | None = None) -> FastAPI:
     """The FastAPI app serving `gateway`."""
     app = FastAPI(title="rootstep LLM gateway", docs_url=None, redoc_url=None, openapi_url=None)
 
-    async def chat(request: Request, run_id: str | None, agent: str | None) -> Response:
-        agent = agent or request.headers.get("x-rootstep-agent") or "unknown"
+    async def chat(request: Request, run_id: str | None, url_agent: str | None) -> Response:
         run_id = run_id or request.headers.get("x-rootstep-run")
         try:
             body = await request.json()
@@ -68,6 +68,11 @@ def create_app(gateway: Gateway, *, admin_token: str | None = None) -> FastAPI:
             return _error(400, "invalid_request_error", "the request body is not JSON")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
             return _error(400, "invalid_request_error", "a chat completion needs a non-empty `messages` list")
+        try:
+            agent = gateway.agent_for(run_id, url_agent, request.headers, body)
+        except UnattributedRequest as exc:
+            log.warning("%s", exc)
+            return _error(400, "unattributed_request", str(exc))
         try:
             meta = _meta(request)
             if body.get("stream"):
