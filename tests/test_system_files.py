@@ -5,6 +5,7 @@ and plugins registered through entry points (a real `pip install --target` of a 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from rootstep.adapters.gateway import Gateway, RunContext, create_app, register_
 from rootstep.warehouse import LLMCall, Task
 
 PAIR = Path(__file__).parent / "fixtures" / "systems" / "stdlib_pair" / "system.toml"
+HANDOFFS = Path(__file__).resolve().parent.parent / "examples" / "openai_agents_handoffs"
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -152,7 +154,7 @@ PLUGIN = {
         [tool.setuptools.package-data]
         rootstep_demo_plugin = ["system/*"]
         [project.entry-points."rootstep.adapters"]
-        demo-pair = "rootstep_demo_plugin:SYSTEM_FILE"
+        handoffs = "rootstep_demo_plugin:SYSTEM_FILE"
         broken-one = "rootstep_demo_plugin:does_not_exist"
         [project.entry-points."rootstep.verifiers"]
         demo-yes = "rootstep_demo_plugin:always_right"
@@ -178,11 +180,11 @@ def plugin_site(tmp_path_factory) -> Path:
     for rel, text in PLUGIN.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(textwrap.dedent(text).lstrip())
+    # the package ships the OpenAI Agents SDK example (examples/openai_agents_handoffs) as its system
     system = src / "rootstep_demo_plugin" / "system"
-    system.mkdir()
-    text = PAIR.read_text().replace('name = "stdlib-pair"', 'name = "demo-pair"')
+    shutil.copytree(HANDOFFS, system)
+    text = (system / "system.toml").read_text().replace('name = "openai-agents-handoffs"', 'name = "handoffs-plugin"')
     (system / "system.toml").write_text(text)
-    (system / "pair.py").write_text((PAIR.parent / "pair.py").read_text())
     site = tmp_path_factory.mktemp("plugin-site")
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--disable-pip-version-check", "--target", str(site), str(src)], check=True, timeout=300)
@@ -197,8 +199,8 @@ def _rootstep(site: Path, *args: str) -> subprocess.CompletedProcess:
 def test_a_pip_installed_plugin_adds_a_framework_and_a_verifier(plugin_site):
     listed = _rootstep(plugin_site, "frameworks", "list")
     assert listed.returncode == 0, listed.stderr
-    row = next(line for line in listed.stdout.splitlines() if "demo-pair" in line)
-    assert "plugin rootstep-demo-plugin 0.3.0" in row and "solver, checker" in row
+    row = next(line for line in listed.stdout.splitlines() if "handoffs-plugin" in line)
+    assert "plugin rootstep-demo-plugin 0.3.0" in row and "triage, solver, reviewer" in row
     assert "ag2" in listed.stdout  # the built-ins still list
     # the broken entry point is reported by name and breaks nothing
     assert "not loaded: rootstep.adapters:broken-one: AttributeError" in " ".join(listed.stdout.split())
