@@ -319,6 +319,8 @@ class CommandAdapter(Adapter):
         if stats.unattributed:
             raise AdapterError(f"{where}: {stats.unattributed} request(s) matched no agent: {stats.unattributed_reason}. "
                                f"Fix [attribution] / [[agents]] in {spec.path} (docs/your-system.md)")
+        if stats.divergence:  # the program may have died of the refused request: the divergence is the cause
+            raise AdapterError(f"{where}: the replay diverged from the recording: {stats.divergence[:3000]}")
         if out.get("error"):
             raise AdapterError(f"{where}: the driver failed: {out['error']}")
         if program.get("timed_out"):
@@ -327,8 +329,6 @@ class CommandAdapter(Adapter):
         if program.get("exit_code") not in (0, None):
             raise AdapterError(f"{where}: the program (`command` = {list(spec.command)}) exited with code "
                                f"{program['exit_code']}; stderr ends:\n{program.get('stderr_tail', '')[-2000:]}")
-        if stats.divergence:
-            raise AdapterError(f"{where}: the replay diverged from the recording: {stats.divergence[:3000]}")
         if not calls:
             raise AdapterError(f"{where}: the program never called the gateway: its agents must send their requests "
                                "to $OPENAI_BASE_URL or $ROOTSTEP_AGENT_URL_<AGENT> (docs/your-system.md)")

@@ -232,3 +232,27 @@ def test_a_prebuilt_image_gets_the_runner(tmp_path, docker_sandbox, pair):
     register_script("pair-right-2", _team(lambda: task.ground_truth))
     run = adapter.run(task, "scripted/pair-right-2")
     assert run.verdict.success and run.metadata["image"].startswith("rootstep-sys-stdlib-pair-image:")
+
+
+def test_a_nondeterministic_program_gets_a_divergence_report(tmp_path, docker_sandbox):
+    """The clock in a prompt: the recording replays no more, and the error shows the diff."""
+    from rootstep.adapters import get_adapter, use_systems
+    from rootstep.adapters.base import AdapterError
+    from rootstep.adapters.gateway import Gateway, GatewayServer
+
+    register_script("pair-any", lambda messages, params: "Answer: 3")
+    program = _CALL.replace('"content": "hi"', '"content": "time " + repr(__import__("time").time())')
+    path = _system(tmp_path, "stdlib-clock", program.replace("AGENT", "'solver'").replace("PRINT", "True")
+                   .replace("EXIT", "1"), command='["python3", "prog.py"]', timeout_s="60")
+    [name] = use_systems([str(path)])
+    server = GatewayServer(Gateway(tmp_path / "journal")).start()
+    try:
+        adapter = get_adapter(name, gateway=server, timeout_s=90)
+        run = adapter.run(_task(), "scripted/pair-any")
+        with pytest.raises(AdapterError) as caught:
+            adapter.replay(run)
+    finally:
+        server.stop()
+    message = str(caught.value)
+    assert "the replay diverged from the recording" in message and "recorded call #0" in message, message
+    assert re.search(r"^-.*\"time \d", message, re.M) and re.search(r"^\+.*\"time \d", message, re.M), message
