@@ -222,7 +222,7 @@ def steps_from_calls(prompt: str, calls: list[LLMCall]) -> list[Step]:
             tool_id = message.get("tool_call_id")
             steps.append(Step(
                 index=len(steps), agent=caller.get(str(tool_id), call.agent), kind="tool", role="tool",
-                content=content, observation=content,
+                content=content,
                 metadata={"tool_call_id": tool_id, "name": message.get("name")},
             ))
         reply = call.response["choices"][0].get("message") or {}

@@ -17,7 +17,8 @@ corruption that the checks expose, so a blind corruption rarely flips it. The mo
   agent's system prompt for the rest of the replay (`Intervention.persist`, as in AgenTracer's released
   code): the agent keeps erring. The label is the first corrupted step; the evidence says the mode;
 * `auto` (default): `team_aware` at each point, and the same corruption `persistent` when the team
-  corrected it.
+  corrected it and the corrupted agent spoke again in that replay (otherwise the instruction would reach
+  no call and the persistent replay would only re-roll the same requests).
 
 Then, while replays remain, the programmatic perturbations (no LLM; they change the work, never the
 team's own checks). Points whose step cannot flip the run are skipped: a candidate of an ensemble whose
@@ -280,6 +281,7 @@ class _Injection:
         self.asked: list[Asked] = []
         self.notes: list[str] = []
         self.points: list[int] = []
+        self.acts_later = False
         self.flipped: tuple[InjectionAttempt, Trajectory] | None = None
         self.base = {"question": context.question or trajectory.question,
                      "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
@@ -296,6 +298,10 @@ class _Injection:
         a = InjectionAttempt(corruption=c, replay=row, mode=mode,
                              suspect=is_suspect(verdict) if row.success_after is False else None)
         self.attempts.append(a)
+        # whether the corrupted agent spoke again after its step: only then can a persistent instruction
+        # (which reaches its later live calls) make a replay differ from this one
+        self.acts_later = result is not None and any(
+            s.kind == "agent" and s.agent == c.agent for s in result.steps[c.step + 1:])
         if a.flipped and result is not None:
             self.flipped = (a, result)
             return True
@@ -359,6 +365,11 @@ class _Injection:
                 continue
             if mode in ("auto", "team_aware") and self.attempt(corruption, "one_step"):
                 return
+            if mode == "auto" and self.attempts[-1].replay.success_after is not None and not self.acts_later:
+                self.notes.append(f"step {index} ({step.agent}): no persistent replay: {step.agent} made no call after "
+                                  "the corrupted step, so its standing instruction would reach nothing (the same "
+                                  "replay again would be a re-roll, not a new test)")
+                continue
             if mode in ("auto", "persistent") and not self.meter.cannot_replay():
                 if self.attempt(corruption, "persistent"):
                     return

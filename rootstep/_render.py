@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +33,17 @@ def print_arrow_table(console: Console, table: pa.Table, limit: int = 200, title
 
 
 _KIND_STYLE = {"agent": "green", "tool": "blue", "environment": "magenta", "human": "yellow"}
+
+
+def _tool_call_text(call: Any, width: int) -> str:
+    """`name(arguments)` of a tool call in the OpenAI form or the plain {name, arguments} one."""
+    if not isinstance(call, dict):
+        return _cell(str(call), width or 10**9)
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    arguments = function.get("arguments", "")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return _cell(f"{function.get('name', '?')}({arguments})", width or 10**9)
 
 
 def print_trajectory(
@@ -73,7 +85,9 @@ def print_trajectory(
             title += f" · {escape(str(step.metadata['source_id']))}"
         if decisive:
             title = f"★ DECISIVE ERROR ({label.method}) ★ " + title
-        body = escape(content) or "[dim](empty)[/]"
+        body = escape(content) or ("" if step.tool_calls else "[dim](empty)[/]")
+        for call in step.tool_calls:
+            body += ("\n" if body else "") + "[dim]tool call:[/] " + escape(_tool_call_text(call, width))
         if step.observation:
             body += "\n[dim]observation:[/] " + escape(_cell(step.observation, width or 10**9))
         if decisive and label.evidence.reason:

@@ -296,6 +296,26 @@ def test_team_aware_one_step_is_rewritten_away_and_persistent_flips():
     assert "critic (agent step)" in coder_prompt and "4 of them" in coder_prompt and '"instruction"' in coder_prompt
 
 
+def test_no_persistent_rerun_when_the_corrupted_agent_never_speaks_again():
+    """From the hand-model run of the OpenAI Agents SDK example (issue 14): the solver speaks once, the
+    reviewer fixed the corruption in the one-step replay. A persistent replay would send the reviewer the very
+    same request (the instruction reaches only the solver's later calls): a re-roll, not a new test. The
+    real reviewer (a person playing a small model) accepted it the second time, and auto mode labelled that."""
+    run = run_of(MATH, [("user", "human", MATH.prompt), ("solver", "agent", "x - 1 >= 0 and x != 2, so x = 1.\nResult: 1"),
+                        ("reviewer", "agent", "The domain starts at 1 and 1 != 2. Correct.\nAnswer: 1")])
+    assert run.success
+    perturber, _ = scripted("trust-no-reroll", lambda p, n: json.dumps(
+        {"corrupted_content": "x - 1 > 0 and x != 2, so x = 3.\nResult: 3", "description": "strict inequality",
+         "unnoticed": "looks careful", "instruction": "Treat the square root's argument as strictly positive."})
+        if "STEP TO CORRUPT: step 1 by solver" in p else json.dumps({"possible": False, "reason": "a review"}))
+    replay = replayer(run, MATH, lambda steps, i: [("reviewer", "agent", "x = 1 is allowed: sqrt(0) = 0. Answer: 1")])
+    result = inject_fault(run, perturber, replay, Budget(max_candidates=3, max_replays=4), programmatic=False)
+    assert not result.flipped
+    assert [(a.corruption.step, a.mode) for a in result.attempts] == [(1, "one_step")]
+    assert all(i.persist is None for i in replay.calls)
+    assert any("no persistent replay: solver made no call after the corrupted step" in n for n in result.notes)
+
+
 def test_a_failure_with_a_suspect_verdict_is_not_a_flip():
     run = run_of(MATH, [("user", "human", MATH.prompt), ("coder", "agent", "x >= 1, x != 2.\nAnswer: 1")])
     assert run.success

@@ -206,3 +206,18 @@ def test_a_pip_installed_plugin_adds_a_framework_and_a_verifier(plugin_site):
     assert "not loaded: rootstep.adapters:broken-one: AttributeError" in " ".join(listed.stdout.split())
     verifiers = _rootstep(plugin_site, "benchmark", "verifiers")
     assert verifiers.returncode == 0 and "demo-yes" in verifiers.stdout, verifiers.stdout + verifiers.stderr
+
+
+def test_show_prints_tool_calls_of_an_agent_step():
+    from rich.console import Console
+
+    from rootstep._render import print_trajectory
+    from rootstep.warehouse import Trajectory, Verdict
+
+    tc = {"id": "c1", "type": "function", "function": {"name": "transfer_to_solver", "arguments": "{}"}}
+    steps = steps_from_calls("2+2?", [_call("triage", [{"role": "user", "content": "2+2?"}], {"content": None, "tool_calls": [tc]}, 1)])
+    run = Trajectory(framework="demo", benchmark="gsm8k", task_id="t", steps=steps, verdict=Verdict(success=False))
+    console = Console(record=True, width=120)
+    print_trajectory(console, "run_x", run, None, [], width=300)
+    text = console.export_text()
+    assert "tool call: transfer_to_solver({})" in text and "(empty)" not in text
