@@ -277,6 +277,8 @@ def trajectory_vars(trajectory: Trajectory, max_prompt_chars: int) -> dict[str, 
                 "kind": s.kind,
                 "content": cut(s.content),
                 "tool_calls": [json.dumps(t, sort_keys=True, default=str)[:500] for t in s.tool_calls],
+                # the model's own tool calls (OpenAI form), which a replacement must restate to change
+                "calls_tools": any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in s.tool_calls),
                 "observation": cut(s.observation),
             }
             for s in steps

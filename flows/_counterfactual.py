@@ -207,15 +207,17 @@ def validate_diagnosis(
     if step is None:
         return None, problem
     fix = data["suggested_fix"]
-    if not isinstance(fix, str) or not fix.strip():
-        return None, "suggested_fix must be the non-empty corrected text of the step"
-    if same_text(fix, step.content):
-        return None, f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
-    if tested and (step.index, " ".join(fix.split())) in tested:
-        return None, f"this exact fix of step {step.index} was already tested and the run still failed"
     tool_calls = data.get("suggested_tool_calls")
-    if tool_calls is not None and not (isinstance(tool_calls, list) and all(isinstance(t, dict) for t in tool_calls)):
-        return None, "suggested_tool_calls, when given, must be a list of objects"
+    if tool_calls is not None and not (isinstance(tool_calls, list)
+                                       and all(isinstance(t, dict) and (t.get("name") or t.get("function"))
+                                               for t in tool_calls)):
+        return None, "suggested_tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
+    if not isinstance(fix, str) or (not fix.strip() and tool_calls is None):
+        return None, "suggested_fix must be the non-empty corrected text of the step"
+    if same_text(fix, step.content) and tool_calls is None:
+        return None, f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
+    if tested and (step.index, " ".join(fix.split())) in tested and tool_calls is None:
+        return None, f"this exact fix of step {step.index} was already tested and the run still failed"
     return Diagnosis(step=step.index, agent=step.agent, reason=str(data.get("reason") or ""), fix=fix,
                      tool_calls=tool_calls), None
 

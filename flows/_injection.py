@@ -115,9 +115,13 @@ class InjectionResult(BaseModel):
 def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, str]],
                        need_instruction: bool) -> tuple[dict[str, Any] | None, str | None]:
     content = data.get("corrupted_content")
-    if not isinstance(content, str) or not content.strip():
+    tool_calls = data.get("tool_calls")
+    if tool_calls is not None and not (isinstance(tool_calls, list)
+                                       and all(isinstance(t, dict) and t.get("name") for t in tool_calls)):
+        return None, "tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
+    if not isinstance(content, str) or (not content.strip() and tool_calls is None):
         return None, "corrupted_content must be the non-empty corrupted text of the step"
-    if same_text(content, step.content):
+    if same_text(content, step.content) and tool_calls is None:
         return None, f"corrupted_content is identical to step {step.index}; the corruption must change it"
     if (step.index, " ".join(content.split())) in tried:
         return None, f"this exact corruption of step {step.index} was already tried and the run still succeeded"
@@ -129,7 +133,8 @@ def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, s
         return None, ("instruction is missing: give the standing instruction that makes the agent keep this mistake "
                       "in its later messages")
     return {"step": step.index, "agent": step.agent, "content": content, "description": description,
-            "instruction": instruction, "unnoticed": str(data.get("unnoticed") or "").strip() or None}, None
+            "instruction": instruction, "unnoticed": str(data.get("unnoticed") or "").strip() or None,
+            "tool_calls": tool_calls}, None
 
 
 def validate_corruption(trajectory: Trajectory, answer: str, tried: set[tuple[int, str]]) -> tuple[Corruption | None, str | None]:

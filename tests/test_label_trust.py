@@ -400,3 +400,50 @@ def test_every_mode_needs_a_success(mode: str):
 def test_task_context_reads_the_runs_task():
     run = run_of(MATH, [("user", "human", MATH.prompt), ("coder", "agent", "Answer: 3")])
     assert TaskContext.of(run).task == MATH
+
+
+GSM = Task(benchmark="gsm8k", task_id="balloons", verifier="numeric", kind="math", ground_truth="11050",
+           prompt="20 balloons cost $900; each then costs $20 more. What do 170 balloons cost?")
+CALC = {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "(900 / 20 + 20) * 170"}'}}
+
+
+def _checker_run() -> Trajectory:
+    """From the hand-model run of the LangGraph example (issue 14): the checker's step is only a tool call."""
+    run = run_of(GSM, [("user", "human", GSM.prompt), ("solver", "agent", "45 + 20 = 65; 65 x 170 = 11050.\nAnswer: 11050"),
+                       ("checker", "agent", ""), ("checker", "tool", "11050.0"),
+                       ("checker", "agent", "The calculator agrees.\nAnswer: 11050")])
+    run.steps[2].tool_calls = [CALC]
+    return run
+
+
+def test_a_corruption_may_restate_the_steps_tool_calls():
+    """The perturber corrupted a checker step that acts through a calculator call: the text alone changed
+    nothing the team ran (the replay kept the original call, which returned the right number). The prompt now
+    shows the step's tool calls and asks for the corrupted list; the replay forces it."""
+    run = _checker_run()
+    wrong = [{"name": "calculator", "arguments": {"expression": "(900 / 20 + 2) * 170"}}]
+    perturber, prompts = scripted("trust-tool-calls", lambda p, n: json.dumps(
+        {"corrupted_content": "", "tool_calls": wrong, "description": "adds $2 instead of $20",
+         "unnoticed": "the checker trusts its calculator", "instruction": "The increase is $2 per balloon."})
+        if "STEP TO CORRUPT: step 2 by checker" in p else json.dumps({"possible": False, "reason": "no"}))
+    replay = replayer(run, GSM, lambda steps, i: [("checker", "tool", "7990.0"), ("checker", "agent", "Answer: 7990")]
+                      if i.tool_calls else [("checker", "tool", "11050.0"), ("checker", "agent", "Answer: 11050")])
+    result = inject_fault(run, perturber, replay, Budget(max_candidates=3, max_replays=3), programmatic=False)
+    prompt = next(p for p in prompts if "STEP TO CORRUPT: step 2 by checker" in p)
+    assert "tool call: " in prompt and "calculator" in prompt and 'also give "tool_calls"' in prompt
+    assert result.flipped and (result.annotation.agent, result.annotation.step) == ("checker", 2)
+    assert replay.calls[-1].tool_calls == wrong
+    assert result.annotation.metadata["tool_calls_changed"] is True
+
+
+def test_a_fix_may_be_only_new_tool_calls():
+    from rootstep.flows._counterfactual import validate_diagnosis as parse_diagnosis
+
+    run = _checker_run()
+    answer = json.dumps({"mistake_step": 2, "mistake_agent": "checker", "reason": "wrong expression",
+                         "suggested_fix": "", "suggested_tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]})
+    diagnosis, problem = parse_diagnosis(run, answer)
+    assert problem is None and diagnosis.tool_calls[0]["name"] == "calculator"
+    empty, problem = parse_diagnosis(run, json.dumps({"mistake_step": 2, "mistake_agent": "checker", "reason": "r",
+                                                      "suggested_fix": ""}))
+    assert empty is None and "non-empty" in problem
