@@ -27,6 +27,14 @@ PAIR = Path(__file__).parent / "fixtures" / "systems" / "stdlib_pair"
 ANSWER = re.compile(r"Answer:\s*(\S+)")
 
 
+@pytest.fixture(scope="module")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
 def _task():
     return load_tasks("gsm8k", limit=1, seed=0)[0]
 
@@ -88,9 +96,7 @@ def test_record_replay_intervene(pair):
     assert not flipped.verdict.success and flipped.final_answer == f"Answer: {wrong}"
 
 
-def test_annotate_gives_a_verified_label(tmp_path, docker_sandbox):
-    from prefect.testing.utilities import prefect_test_harness
-
+def test_annotate_gives_a_verified_label(prefect_harness, tmp_path, docker_sandbox):
     from rootstep.adapters import use_systems
     from rootstep.flows import Budget
     from rootstep.flows.annotate import counterfactual
@@ -108,10 +114,9 @@ def test_annotate_gives_a_verified_label(tmp_path, docker_sandbox):
         "suggested_fix": f"Adding every amount in the question gives {task.ground_truth}.\nAnswer: {task.ground_truth}",
     }))
     wh = tmp_path / "wh"
-    with prefect_test_harness(server_startup_timeout=90):
-        [run] = collect([name], tasks=[task], model="scripted/pair-slip", warehouse=str(wh)).runs
-        assert run.success is False and run.error is None
-        report = counterfactual("scripted/pair-analyzer", warehouse=str(wh), budget=Budget(max_replays=2))
+    [run] = collect([name], tasks=[task], model="scripted/pair-slip", warehouse=str(wh)).runs
+    assert run.success is False and run.error is None
+    report = counterfactual("scripted/pair-analyzer", warehouse=str(wh), budget=Budget(max_replays=2))
     [annotated] = report.runs
     assert annotated.status == "labelled" and annotated.verified, annotated
     assert (annotated.agent, annotated.step) == ("solver", 1)

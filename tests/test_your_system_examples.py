@@ -60,6 +60,14 @@ def _models(example: str, agents: tuple[str, ...]) -> dict[str, str]:
     return models
 
 
+@pytest.fixture(scope="module")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
 def _task():
     [task] = [t for t in load_tasks("gsm8k") if t.task_id == "test-0"]
     return task
@@ -106,9 +114,7 @@ def test_record_replay_and_flip(example, tmp_path):
         server.stop()
 
 
-def test_annotate_labels_the_solver(example, tmp_path):
-    from prefect.testing.utilities import prefect_test_harness
-
+def test_annotate_labels_the_solver(prefect_harness, example, tmp_path):
     from rootstep.flows import Budget
     from rootstep.flows.annotate import counterfactual
     from rootstep.flows.collect import collect
@@ -134,11 +140,10 @@ def test_annotate_labels_the_solver(example, tmp_path):
         })
 
     register_script(analyzer, analyze)
-    with prefect_test_harness(server_startup_timeout=90):
-        [run] = collect([cls.name], tasks=[_task()], model=models[agents[0]], agent_models=models,
-                        warehouse=str(wh)).runs
-        assert run.success is False and run.error is None, run
-        report = counterfactual(f"scripted/{analyzer}", warehouse=str(wh), budget=Budget(max_replays=2))
+    [run] = collect([cls.name], tasks=[_task()], model=models[agents[0]], agent_models=models,
+                    warehouse=str(wh)).runs
+    assert run.success is False and run.error is None, run
+    report = counterfactual(f"scripted/{analyzer}", warehouse=str(wh), budget=Budget(max_replays=2))
     [annotated] = report.runs
     assert annotated.status == "labelled" and annotated.verified and annotated.agent == "solver", annotated
     [label] = Warehouse(wh).rows("SELECT agent, method, verified FROM labels WHERE run_id = ?", [run.run_id])
