@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import platform
 import shutil
-import sys
 import tempfile
 import tomllib
 from datetime import timezone
@@ -75,6 +74,7 @@ def locked_pins(spec: SystemSpec) -> tuple[str, ...] | None:
 def resolve_pins(spec: SystemSpec, report: Any) -> tuple[str, ...]:
     """Resolve the requirements to every wheel they need (`pip download`, binary wheels for the image's
     Python), once: the closure is kept as a lock file keyed by the requirements' text."""
+    from rootstep.adapters._images import binary_wheels_download
     from rootstep.sandboxes._images import BaseSpec, _stream
     from rootstep.sandboxes._limits import SandboxUnavailableError
 
@@ -84,16 +84,10 @@ def resolve_pins(spec: SystemSpec, report: Any) -> tuple[str, ...]:
     lines = _requirement_lines(spec)
     field = "requirements" if spec.environment.requirements else "pyproject"
     version = BaseSpec().python_version
-    machine = platform.machine()
     report.step(f"resolving {len(lines)} requirement(s) of {spec.name} to pinned wheels (pip download, python {version})")
     with tempfile.TemporaryDirectory(prefix="rootstep-resolve-") as tmp:
         (Path(tmp) / "requirements.txt").write_text("\n".join(lines) + "\n")
-        cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
-               "--only-binary=:all:", "--python-version", version, "--implementation", "cp",
-               "--abi", f"cp{version.replace('.', '')}", "--dest", str(Path(tmp) / "wheels"),
-               "-r", str(Path(tmp) / "requirements.txt")]
-        for tag in ("2014", "_2_17", "_2_28", "_2_31", "_2_34", "_2_36"):
-            cmd += ["--platform", f"manylinux{tag}_{machine}"]
+        cmd = binary_wheels_download(version, Path(tmp) / "wheels", Path(tmp) / "requirements.txt")
         try:
             _stream(cmd, report, f"resolving {spec.path} [environment] {field}")
         except SandboxUnavailableError as exc:

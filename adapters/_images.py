@@ -89,6 +89,17 @@ class WheelhouseImageSpec(ImageSpec):
         return f"rootstep-{self.name}:{digest}"
 
 
+def binary_wheels_download(python_version: str, dest: Path, requirements: Path, *extra: str) -> list[str]:
+    """The `pip download` command for binary wheels of `requirements` for the image's Python on this
+    machine's architecture (manylinux), into `dest`; `extra`: more pip options (`--no-deps`)."""
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off", *extra,
+           "--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
+           "--abi", f"cp{python_version.replace('.', '')}", "--dest", str(dest), "-r", str(requirements)]
+    for version in ("2014", "_2_17", "_2_28", "_2_31", "_2_34", "_2_36"):
+        cmd += ["--platform", f"manylinux{version}_{platform.machine()}"]
+    return cmd
+
+
 def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
     """Every pin as a wheel for the image's Python, downloaded (or built from source) once into the cache."""
     from rootstep.sandboxes._images import _stream, cache_dir
@@ -103,13 +114,7 @@ def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
     binary = [r for r in spec.requirements if r not in spec.from_source]
     (dest / "requirements.txt").write_text("\n".join(binary) + "\n")
     report.step(f"pip download {len(binary)} pinned wheels for {spec.name} (--no-deps, python {spec.base.python_version})")
-    machine = platform.machine()
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
-           "--no-deps", "--only-binary=:all:", "--python-version", spec.base.python_version,
-           "--implementation", "cp", "--abi", f"cp{spec.base.python_version.replace('.', '')}",
-           "--dest", str(dest), "-r", str(dest / "requirements.txt")]
-    for version in ("2014", "_2_17", "_2_28", "_2_31", "_2_34", "_2_36"):
-        cmd += ["--platform", f"manylinux{version}_{machine}"]
+    cmd = binary_wheels_download(spec.base.python_version, dest, dest / "requirements.txt", "--no-deps")
     _stream(cmd, report, f"pip download for {spec.name}")
     if spec.from_source:
         report.step(f"pip wheel {len(spec.from_source)} pure-Python source distributions: {', '.join(spec.from_source)}")
