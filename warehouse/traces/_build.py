@@ -70,6 +70,9 @@ def import_warnings(steps: list[SourceStep]) -> list[str]:
     empty = [s for s in steps if not s.content.strip() and not s.tool_calls and s.kind in ("agent", "tool")]
     if empty:
         warnings.append(f"{len(empty)} step(s) stored with no text and no tool call (first: {empty[0].source_id or empty[0].agent})")
+    no_result = [s for s in steps if s.kind == "tool" and not s.content.strip()]
+    if no_result:
+        warnings.append(f"{len(no_result)} tool step(s) stored with no result (first: {no_result[0].source_id or no_result[0].agent})")
     unread = [s for s in steps if s.unread]
     if unread:
         warnings.append(f"{len(unread)} message(s) in a shape not read, kept as raw JSON (first: {unread[0].source_id or unread[0].agent})")
