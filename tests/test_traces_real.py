@@ -276,6 +276,8 @@ def test_import_traces_on_a_folder_prints_each_files_format_runs_steps_warnings(
     lines = {line.split(":", 1)[0]: line for line in done.output.splitlines() if line.startswith(str(folder))}
     assert lines[str(folder / "langgraph_supervisor.langsmith_batches.json")].endswith(": langsmith, 1 run(s), 9 step(s), 0 warning(s)")
     assert lines[str(folder / "openai_agents_handoff.phoenix_spans.json")].endswith(": phoenix, 1 run(s), 5 step(s), 0 warning(s)")
+    assert lines[str(folder / "langgraph_supervisor.phoenix_spans.json")].endswith(
+        f": phoenix, 1 run(s) (the same as {folder / 'langgraph_supervisor.openinference.otlp.json'}'s), 9 step(s), 0 warning(s)")
     assert lines[str(folder / "atif_subagents.calculator.json")].endswith(
         f": atif, included in {folder / 'atif_subagents.json'}, 3 step(s), 0 warning(s)")
     assert lines[str(folder / "pydantic_ai_genai_no_content.otlp.json")].endswith(": otlp, 1 run(s), 6 step(s), 2 warning(s)")

@@ -40,6 +40,8 @@ class FileSummary:
     warnings: list[str] = field(default_factory=list)
     included_in: str | None = None
     """Set when the file is an ATIF subagent trajectory already read through the root that references it."""
+    same_as: str | None = None
+    """Set when the file's runs are runs an earlier file of the import gave (the same spans from two exports)."""
 
 
 @dataclass
@@ -72,12 +74,15 @@ def import_traces(
     parsed = read_all(discover(paths), load, report, skip_invalid=skip_invalid, progress=progress)
     included = {str(Path(sub).resolve()): file for file, ts in loaded.items() for t in ts
                 for sub in (t.metadata.get("trace") or {}).get("subagent_files") or []}
+    first_file: dict[str, str] = {}
     for file, trajectories in loaded.items():
         owner = included.get(str(Path(file).resolve()))
+        earlier = {first_file.setdefault(t.id, file) for t in trajectories} - {file}
         report.summaries.append(FileSummary(
             path=file, format=(trajectories[0].metadata.get("trace") or {}).get("format", "?") if trajectories else "?",
             runs=0 if owner else len(trajectories), steps=sum(len(t.steps) for t in trajectories),
-            warnings=[w for t in trajectories for w in t.metadata.get("import_warnings") or []], included_in=owner))
+            warnings=[w for t in trajectories for w in t.metadata.get("import_warnings") or []], included_in=owner,
+            same_as=min(earlier) if earlier else None))
     parsed = [(t, a) for t, a in parsed if not included.get(str(Path(t.source or "").resolve()))]
     store(parsed, warehouse, report, progress)
     return report

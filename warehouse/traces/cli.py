@@ -45,7 +45,8 @@ def import_traces_cmd(
         fail(escape(f"{exc}\nNothing was written. Fix the file or pass --skip-invalid to import the rest"
                     + (" (or drop --strict to import it with warnings)." if strict else ".")))
     for summary in report.summaries:
-        where = f"included in {summary.included_in}" if summary.included_in else f"{summary.runs} run(s)"
+        where = f"included in {summary.included_in}" if summary.included_in else f"{summary.runs} run(s)" + (
+            f" (the same as {summary.same_as}'s)" if summary.same_as else "")
         console.print(f"{escape(summary.path)}: {summary.format}, {where}, {summary.steps} step(s), "
                       f"{len(summary.warnings)} warning(s)", highlight=False, soft_wrap=True)
         for warning in summary.warnings:
