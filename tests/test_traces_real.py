@@ -232,6 +232,20 @@ def test_a_trace_without_content_warns_and_strict_refuses_naming_the_first_span(
         load_traces(dark, strict=True)
 
 
+def test_a_message_in_a_shape_no_reader_knows_is_counted_and_strict_refuses(tmp_path: Path):
+    """The LangSmith batches of the LangGraph run with one generation's outputs replaced by a shape no tool writes."""
+    batches = json.loads((REAL / "langgraph_supervisor.langsmith_batches.json").read_text())
+    llm = [run for batch in batches for run in batch.get("post", []) if run["run_type"] == "llm"]
+    llm[1]["outputs"] = {"vendor_blob": {"tokens": [1, 2, 3]}}
+    odd = tmp_path / "odd_outputs.json"
+    odd.write_text(json.dumps(batches))
+    [run] = load_traces(odd)
+    assert run.metadata["import_warnings"] == [f"1 message(s) in a shape not read, kept as raw JSON (first: {llm[1]['id']})"]
+    assert '"vendor_blob"' in next(s.content for s in run.steps if s.metadata["source_id"] == llm[1]["id"])
+    with pytest.raises(InputError, match="shape not read.*--strict"):
+        load_traces(odd, strict=True)
+
+
 # ------------------------------------------------------------------------------------ bad input
 
 

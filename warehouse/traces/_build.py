@@ -126,10 +126,11 @@ def json_or_text(value: Any) -> Any:
     return value
 
 
-def tool_call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
-    call: dict[str, Any] = {"name": name, "arguments": json_or_text(arguments)}
+def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
+    """A tool call as rootstep stores it: `{name, arguments, id?}`, JSON-encoded arguments decoded."""
+    call: dict[str, Any] = {"name": str(name or ""), "arguments": json_or_text(arguments)}
     if call_id:
-        call["id"] = call_id
+        call["id"] = str(call_id)
     return call
 
 

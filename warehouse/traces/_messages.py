@@ -22,6 +22,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._build import tool_call as call
+
 _TEXT_PARTS = {"text", "output_text", "input_text", "summary_text", "reasoning", "thinking", "refusal"}
 
 
@@ -31,23 +33,6 @@ class Message:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     role: str | None = None
     read: bool = True
-
-
-def _arguments(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
-    """A tool call as rootstep stores it: `{name, arguments, id?}` (JSON-encoded arguments decoded)."""
-    out: dict[str, Any] = {"name": str(name or ""), "arguments": _arguments(arguments)}
-    if call_id:
-        out["id"] = str(call_id)
-    return out
 
 
 def _openai_calls(calls: Any) -> list[dict[str, Any]]:

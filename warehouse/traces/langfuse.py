@@ -22,8 +22,8 @@ from typing import Any
 
 from .._models import Trajectory, Verdict
 from ..errors import InputError
-from ._build import (SourceStep, build_trajectory, from_iso, group, langgraph_agent, question_text, seconds_between,
-                     tool_call)
+from ._build import (SourceStep, build_trajectory, from_iso, group, json_or_text, langgraph_agent, question_text,
+                     seconds_between, tool_call)
 from ._messages import first_user_text, read_message
 
 _OBSERVATION_KEYS = {"id", "type", "startTime"}
@@ -66,8 +66,6 @@ def _langgraph(o: dict[str, Any]) -> str | None:
 
 
 def read_metadata(value: Any) -> dict[str, Any] | None:
-    from ._build import json_or_text
-
     value = json_or_text(value)
     return value if isinstance(value, dict) else None
 
