@@ -33,13 +33,14 @@ _spec.loader.exec_module(GENERATOR)  # stdlib only at import time: the run's que
 
 A, T = "agent", "tool"
 LANGGRAPH = ["langgraph_supervisor.openinference.otlp.json", "langgraph_supervisor.phoenix_spans.json",
-             "langgraph_supervisor.langfuse.json", "langgraph_supervisor.langsmith_batches.json"]
+             "langgraph_supervisor.langfuse.json", "langgraph_supervisor.langsmith_batches.json",
+             "langgraph_v03_supervisor.langfuse.json"]  # the last: LangChain 0.3 stack, Langfuse SDK v3
 AGENTS_SDK = ["openai_agents_handoff.openinference.otlp.json", "openai_agents_handoff.phoenix_spans.json",
               "openai_agents_handoff.langfuse.json", "openai_agents_handoff.langsmith_batches.json"]
 AGENT_FRAMEWORK = ["agent_framework.genai.otlp.json", "agent_framework.langfuse.json"]
 # file -> (format, framework); the agent names are the ones the programs in generate.py gave their agents
 FILES = {
-    **{f: (fmt, "langgraph") for f, fmt in zip(LANGGRAPH, ["openinference", "phoenix", "langfuse", "langsmith"])},
+    **{f: (fmt, "langgraph") for f, fmt in zip(LANGGRAPH, ["openinference", "phoenix", "langfuse", "langsmith", "langfuse"])},
     **{f: (fmt, fw) for f, fmt, fw in zip(AGENTS_SDK, ["openinference", "phoenix", "langfuse", "langsmith"],
                                           ["openai-agents", "phoenix", "openai-agents", "openai-agents"])},
     "agent_framework.genai.otlp.json": ("otlp", "agent-framework"),
@@ -131,8 +132,8 @@ def test_every_step_is_the_source_records_words_and_calls(name: str):
             assert any(line in leaf for leaf in leaves), (name, step.index, line)
         for call in step.tool_calls:
             assert any(call["name"] in leaf for leaf in leaves), (name, step.index, call)
-            if isinstance(call["arguments"], dict) and call["arguments"]:
-                assert _holds(record, call["arguments"]), (name, step.index, call)
+            if isinstance(call["arguments"], dict) and call["arguments"]:  # as data, or as Python's text of it
+                assert _holds(record, call["arguments"]) or str(call["arguments"]) in leaves, (name, step.index, call)
     assert run.question == GENERATOR.QUESTION
     last = [s for s in run.steps if s.kind == A][-1]
     assert run.final_answer == said(last.content, last.tool_calls) and "42" in run.final_answer  # the team's answer
@@ -145,7 +146,8 @@ def _shape(run) -> list[tuple[str, str, str, list[tuple[str, Any]]]]:
 
 
 def test_a_langgraph_supervisor_run_is_the_same_steps_through_every_tool():
-    """OpenInference OTLP, Phoenix's REST API, Langfuse's callback handler and LangSmith's client, one run."""
+    """OpenInference OTLP, Phoenix's REST API, Langfuse's callback handler and LangSmith's client, one run; and the
+    same program on the LangChain 0.3 stack through Langfuse SDK v3 (raw calls in `additional_kwargs`)."""
     shapes = [_shape(_run(name)) for name in LANGGRAPH]
     assert all(shape == shapes[0] for shape in shapes[1:])
     assert [(agent, kind) for agent, kind, _, _ in shapes[0]] == [
@@ -356,7 +358,7 @@ def test_otlp_verdicts_of_real_traces_parse_with_the_otlp_protobuf(attributed: W
     assert span.trace_id.hex() == _records(name)[decisive]["traceId"]
 
 
-@pytest.mark.parametrize("name", LANGGRAPH[2:3] + AGENTS_SDK[2:3] + AGENT_FRAMEWORK[1:])
+@pytest.mark.parametrize("name", LANGGRAPH[2:3] + LANGGRAPH[4:] + AGENTS_SDK[2:3] + AGENT_FRAMEWORK[1:])
 def test_langfuse_verdicts_of_real_exports_are_valid_score_requests(attributed: Warehouse, tmp_path: Path, name: str):
     from langfuse.api import CreateScoreRequest
     from langfuse.api.core.pydantic_utilities import parse_obj_as

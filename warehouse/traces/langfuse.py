@@ -8,7 +8,8 @@ One trajectory per `traceId`, observations in `startTime` order. A `GENERATION` 
 output read in whichever shape the integration stored it (a chat message, LangChain's message with
 `additional_kwargs.tool_calls`, GenAI `parts`, a Responses API object with `output[]`, a ChatCompletion).
 A `TOOL` is a tool step, and so is a `SPAN` that runs a tool: its name (less `execute_tool `) is a tool
-an earlier generation called, or its attributes say `execute_tool` / OpenInference `TOOL`. The agent is
+an earlier generation called, or its attributes say `execute_tool` / OpenInference `TOOL`; its arguments
+are its `input` (SDK v3's Python-literal text read as data), else the calling generation's. The agent is
 the LangGraph agent of the observation's metadata (top-level node of `langgraph_checkpoint_ns`), else the
 nearest enclosing `AGENT` observation (`gen_ai.agent.name`, or its name less `invoke_agent `), else the
 generation's own name. An observation of level `ERROR` at the root marks the run failed. Tokens and
@@ -17,6 +18,7 @@ costs are the generations' `usageDetails` and `costDetails`.
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -86,6 +88,22 @@ def _is_tool_span(o: dict[str, Any], called: set[str]) -> bool:
     return re.sub(r"^execute_tool\s+", "", str(o.get("name") or "")) in called
 
 
+def _tool_input(name: str, value: Any, earlier: list[SourceStep]) -> dict[str, Any]:
+    """A tool observation's call. Langfuse's LangChain handler (SDK v3) stores the input as Python's `str()` of
+    the arguments (`"{'a': 3}"`), read as a literal; an input that is not plain data (a LangGraph handoff's
+    injected state) gives way to the arguments of the latest generation's call of that tool."""
+    arguments = json_or_text(value)
+    if isinstance(arguments, str) and arguments[:1] in "{[":
+        try:
+            arguments = ast.literal_eval(arguments)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+    called = next((c for s in reversed(earlier) if s.kind == "agent" for c in s.tool_calls if c.get("name") == name), None)
+    if called is not None and (isinstance(arguments, str) or arguments is None):
+        return dict(called)
+    return tool_call(name, arguments, None if called is None else called.get("id"))
+
+
 def _number(mapping: Any, *keys: str) -> float:
     if not isinstance(mapping, dict):
         return 0.0
@@ -149,7 +167,7 @@ def load(data: Any, file: str, framework: str | None = None, benchmark: str | No
                 result = read_message(o.get("output"))
                 name = re.sub(r"^execute_tool\s+", "", str(o.get("name") or "tool"))
                 steps.append(SourceStep(agent=agent_of(o), kind="tool", content=result.text, source_id=o["id"],
-                                        unread=not result.read, tool_calls=[tool_call(name, o.get("input"))],
+                                        unread=not result.read, tool_calls=[_tool_input(name, o.get("input"), steps)],
                                         started_at=from_iso(o["startTime"]), extra=extra))
         trace = traces.get(trace_id, {})
         failed = any(o.get("level") == "ERROR" for o in roots)
