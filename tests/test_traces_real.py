@@ -45,6 +45,7 @@ FILES = {
                                           ["openai-agents", "phoenix", "openai-agents", "openai-agents"])},
     "agent_framework.genai.otlp.json": ("otlp", "agent-framework"),
     "agent_framework.langfuse.json": ("langfuse", "agent-framework"),
+    "openai_traceable.langsmith_batches.json": ("langsmith", "langsmith"),
     "inspect_solvers.eval": ("inspect", "inspect"),
     "atif_subagents.json": ("atif", "atif"),
 }
@@ -167,6 +168,17 @@ def test_an_agents_sdk_handoff_keeps_responses_output_items_and_the_agent_names(
     reasoning_and_call = spans[0][2]
     assert reasoning_and_call[2] == "Multiply the boxes first, then add the singles."  # the Responses `reasoning` item
     assert reasoning_and_call[3] == [("multiply", {"a": 3, "b": 12})]  # the `function_call` item
+
+
+def test_langsmith_traceable_agents_read_the_chat_completion_not_its_json():
+    """`@traceable` agents over a `wrap_openai` client: the llm runs' outputs are whole ChatCompletions."""
+    name = "openai_traceable.langsmith_batches.json"
+    run, records = _run(name), _records(name)
+    assert all("choices" in records[s.metadata["source_id"]][0]["outputs"] for s in run.steps if s.kind == A)
+    assert _shape(run) == [
+        ("solver", A, "Boxes first: 3 times 12.", [("multiply", {"a": 3, "b": 12})]), ("solver", T, "36", [("multiply", {"a": 3, "b": 12})]),
+        ("solver", A, "36 muffins in boxes plus 5 single muffins is 42 muffins.", []),
+        ("checker", A, "Checked: the bakery sells 42 muffins.", [])]
 
 
 def test_agent_framework_genai_parts_and_agents_as_tools():

@@ -128,6 +128,19 @@ def _usage(run: dict[str, Any]) -> tuple[int, int, float]:
     return 0, 0, cost
 
 
+def _framework(members: list[dict[str, Any]], integration: str) -> str:
+    """langgraph (LangGraph metadata), openai-agents (the Agents SDK processor), langchain (LangChain's tracer:
+    serialised LangChain objects), else langsmith (`@traceable` / `wrap_openai` code)."""
+    if integration == "langgraph" or any(langgraph_agent(_metadata(r)) for r in members):
+        return "langgraph"
+    if integration == "openai-agents-sdk":
+        return "openai-agents"
+    if any(isinstance(r.get("serialized"), dict) and r["serialized"].get("lc") for r in members) or \
+            any(str(_metadata(r).get("ls_integration", "")).startswith("langchain") for r in members):
+        return "langchain"
+    return "langsmith"
+
+
 def load(data: Any, file: str, framework: str | None = None, benchmark: str | None = None) -> list[Trajectory]:
     runs = runs_of(data)
     if runs is None:
@@ -163,8 +176,7 @@ def load(data: Any, file: str, framework: str | None = None, benchmark: str | No
             file, "langsmith", steps,
             trace={"trace_id": trace_id, "root_run_id": root["id"], "session_id": root.get("session_id"),
                    "session_name": root.get("session_name")},
-            framework=framework or ("langgraph" if integration == "langgraph" or any(langgraph_agent(_metadata(r)) for r in members)
-                                    else "openai-agents" if integration == "openai-agents-sdk" else "langchain"),
+            framework=framework or _framework(members, integration),
             benchmark=benchmark or "imported-traces", task_id=trace_id,
             question=first_user_text(root.get("inputs")) or question_text(root.get("inputs")),
             final_answer=read_message(root.get("outputs")).text or None,
