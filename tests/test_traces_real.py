@@ -370,6 +370,21 @@ def test_otlp_verdicts_of_real_traces_parse_with_the_otlp_protobuf(attributed: W
     assert span.trace_id.hex() == _records(name)[decisive]["traceId"]
 
 
+def test_the_otlp_verdict_sent_into_its_trace_imports_back_with_the_same_steps(attributed: Warehouse, tmp_path: Path):
+    """The source spans and rootstep's verdict spans in one OTLP/JSON Lines file (a Collector's file exporter
+    writes one request per line): the same steps as the source alone, and the verdict read back."""
+    name = "agent_framework.genai.otlp.json"
+    verdict = tmp_path / "v.json"
+    export_verdicts(attributed, verdict, "otlp", where=f"source LIKE '%{name}'")
+    both = tmp_path / "with_verdict.otlp.jsonl"
+    both.write_text(json.dumps(json.loads((REAL / name).read_text())) + "\n" + json.dumps(json.loads(verdict.read_text())) + "\n")
+    [back] = load_traces(both, strict=True)
+    assert _shape(back) == _shape(_run(name)) and back.question == _run(name).question
+    [sent] = back.metadata["trace"]["rootstep_verdicts"]
+    decisive, agent = _decisive(attributed, name)
+    assert sent["source_span_id"] == decisive and sent["agent"] == agent and back.steps[sent["step"]].metadata["source_id"] == decisive
+
+
 @pytest.mark.parametrize("name", LANGGRAPH[2:3] + LANGGRAPH[4:] + AGENTS_SDK[2:3] + AGENT_FRAMEWORK[1:])
 def test_langfuse_verdicts_of_real_exports_are_valid_score_requests(attributed: Warehouse, tmp_path: Path, name: str):
     from langfuse.api import CreateScoreRequest

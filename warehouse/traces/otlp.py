@@ -437,11 +437,13 @@ def from_spans(spans: list[Span], file: str, framework: str | None = None, bench
                                                   details={"source": "otlp root span status", "message": status.get("message")})
         llm = [s for s in step_spans if s.kind == "llm"]
         model = next((s.extra["model"] for s in steps if "model" in s.extra), None)
+        verdicts = [{k[len("rootstep.verdict."):]: v for k, v in s.attributes.items() if k.startswith("rootstep.verdict.")}
+                    for s in members if s.name == "rootstep.verdict"]  # rootstep's own export, sent back into the trace
         out.append(build_trajectory(
             file, fmt or ("openinference" if conventions == ["openinference"] else "otlp"), steps,
             trace={"trace_id": trace_ids[0], "trace_ids": trace_ids, "root_span_id": root.span_id,
                    "conversation_id": key.split(":", 1)[1] if key.startswith("conversation:") else None,
-                   "conventions": conventions, "service": root.service},
+                   "conventions": conventions, "service": root.service, "rootstep_verdicts": verdicts or None},
             framework=framework or _framework(members, fmt or "otlp"), benchmark=benchmark or "imported-traces",
             task_id=trace_ids[0], question=_question(root, step_spans), final_answer=_final_answer(root, steps),
             verdict=verdict, model=model, started_at=from_unix_nano(root.start),
