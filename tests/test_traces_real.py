@@ -274,6 +274,16 @@ def test_a_truncated_file_says_it_ends_early_and_where(tmp_path: Path):
     assert "jsonl" not in str(caught.value)
 
 
+def test_json_lines_whose_last_line_ends_early_say_so(tmp_path: Path):
+    """A Collector's file exporter killed mid-write: one request per line, the last one cut."""
+    line = json.dumps(json.loads((REAL / "agent_framework.genai.otlp.json").read_text()))
+    cut = tmp_path / "spans.jsonl"
+    cut.write_text(line + "\n" + line[: len(line) // 3])
+    with pytest.raises(InputError) as caught:
+        load_traces(cut)
+    assert caught.value.field == "<jsonl line 2>" and "ends early" in caught.value.problem
+
+
 def test_an_empty_file_says_it_is_empty(tmp_path: Path):
     empty = tmp_path / "empty.json"
     empty.write_text("")
