@@ -331,20 +331,12 @@ def test_import_traces_on_a_folder_prints_each_files_format_runs_steps_warnings(
 # ------------------------------------------------------------------------------------ verdicts back to each tool
 
 
-def _analyst(messages, params):
-    """Names the first agent step whose words say 42, as a model reading the transcript would."""
-    import re
-
-    prompt = messages[-1]["content"]
-    blocks = re.findall(r"\[step (\d+)\] ([^\n(:]+?)(?: \((\w+)\))?:\n(.*?)(?=\n\[step |\n\nFind the decisive)", prompt, re.S)
-    step, agent = next((int(i), a) for i, a, kind, text in blocks if not kind and "42" in text)
-    return f"Agent Name: {agent}\nStep Number: {step}\nReason for Mistake: 3 boxes of 12 plus 5 is 41, not 42."
-
-
 @pytest.fixture(scope="module")
 def attributed(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     warehouse = Warehouse(tmp_path_factory.mktemp("real") / "wh")
     import_traces([REAL], warehouse, strict=True)
+    from tests.test_traces import _analyst  # the first agent step whose words say 42, as a model would name it
+
     register_script("real-trace-analyst", _analyst)
     evaluate(warehouse, "all_at_once", "scripted/real-trace-analyst", unlabelled=True)
     return warehouse
