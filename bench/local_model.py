@@ -53,7 +53,7 @@ def engines(name: str) -> tuple[Any, Any]:
 
     reuse = engine(name)  # exactly what the gateway uses
     spec = local_model(name)
-    threads = int(os.environ.get("ROOTSTEP_LOCAL_THREADS", str(max(1, (os.cpu_count() or 2) // 2))))
+    threads = int(os.environ.get("ROOTSTEP_LOCAL_THREADS", str(os.cpu_count() or 2)))
     plain = Engine(spec, gguf_path(name), n_ctx=reuse.n_ctx, threads=threads, slots=1, prompt_cache=False)
     return reuse, plain
 
@@ -141,7 +141,7 @@ def main() -> None:
     started = time.perf_counter()
     reuse, plain = engines(name)
     print(f"{model}: two engines loaded in {time.perf_counter() - started:.1f} s; context {reuse.n_ctx} tokens; "
-          f"threads {os.environ.get('ROOTSTEP_LOCAL_THREADS', 'half the cores')}; {os.cpu_count()} cores")
+          f"threads {os.environ.get('ROOTSTEP_LOCAL_THREADS', 'every core')}; {os.cpu_count()} cores")
     out = workload(task_text(), args.turns, args.max_tokens, reuse, plain)
     print(f"\n{args.turns} agent turns on GSM8K test-0, then their replay ({2 * args.turns} calls per engine, "
           f"{args.max_tokens} generated tokens each):")
