@@ -240,7 +240,18 @@ class Adapter(ABC):
             if target.kind != "agent" or not target.call_ids:
                 raise ValueError(f"step {intervention.step} is a {target.kind} step of {target.agent} with no LLM call: "
                                  "only LLM-produced agent steps can be intervened on")
-            intervention = intervention.model_copy(update={"run_id": recorded_run, "agent": intervention.agent or target.agent})
+            also = []
+            for extra in intervention.also:
+                if not intervention.step < extra.step < len(trajectory.steps):
+                    raise ValueError(f"a joint fix's step {extra.step} must be after step {intervention.step} and "
+                                     f"inside the trajectory (0..{len(trajectory.steps) - 1})")
+                other = trajectory.steps[extra.step]
+                if other.kind != "agent" or not other.call_ids:
+                    raise ValueError(f"joint fix step {extra.step} is a {other.kind} step of {other.agent} with no LLM "
+                                     "call: only LLM-produced agent steps can be intervened on")
+                also.append(extra.model_copy(update={"run_id": recorded_run, "agent": extra.agent or other.agent}))
+            intervention = intervention.model_copy(update={"run_id": recorded_run, "also": also,
+                                                           "agent": intervention.agent or target.agent})
         server = self._server(gateway)
         suffix = "x" if intervention is None else f"s{intervention.step}-{_digest(intervention.model_dump())[:6]}"
         ctx = RunContext(

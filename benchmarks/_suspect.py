@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from rootstep.warehouse import Step, Task, Verdict
 
-from ._answer import answer_spans
+from ._answer import _bare_answer_line, answer_spans
 from ._code import extract_code
 
 Verify = Callable[[Task, "str | None"], Verdict]
@@ -158,6 +158,44 @@ def same_answer(task: Task, original: str, fix: str, verify: Verify) -> str | No
             return (f"the fix states the answer {fix_answer!r}, which the step already gave as {candidate!r} "
                     "(only its presentation changed)")
     return None
+
+
+def gives_answer(task: Task, text: str) -> bool:
+    """Whether `text` states an answer to the task: code (code tasks), or a final-answer span (a box, an
+    `Answer:` line, an answer phrase, GSM8K's `####`, a bare value as the last line). A plan, a delegation,
+    a review or a partial computation states none."""
+    if _is_code(task):
+        return code_key(text, task.metadata.get("entry_point")) is not None
+    return "####" in text or any(method != "whole" or _bare_answer_line(span) for span, method in answer_spans(text))
+
+
+def answer_leak(task: Task, original: str, fix: str, verify: Verify) -> str | None:
+    """Why `fix` hands over the answer, or None: the step it replaces states no answer to the task (see
+    `gives_answer`), but the fix states the reference answer, as the task's verifier reads it (any
+    candidate span or the last number; code: a program that passes the tests). Correcting a step that
+    itself gave a (wrong) answer is legitimate and never a leak."""
+    last_number = not _is_code(task)
+    if gives_answer(task, original) or right_answer_in(task, original, verify, last_number=last_number) is not None:
+        return None  # it gave an answer (correcting it is legitimate), or the right one already (re-formatting)
+    found = right_answer_in(task, fix, verify, last_number=last_number)
+    if found is None:
+        return None
+    return (f"the step states no answer to the task (a plan, a delegation, a partial computation or a review), but "
+            f"the fix states the reference answer ({found}): a fix must correct the step's own work, not hand over "
+            "the answer")
+
+
+def planted_answer(task: Task, original: str, corruption: str, verify: Verify) -> str | None:
+    """The mirror of `answer_leak` for fault injection: why `corruption` writes a wrong final answer into a
+    step that gave none (so the flip would come from a planted answer, not from a mistake in the step's
+    own work), or None."""
+    if gives_answer(task, original) or not gives_answer(task, corruption):
+        return None
+    if right_answer_in(task, corruption, verify) is not None:
+        return None
+    what = "a program" if _is_code(task) else "a final answer"
+    return (f"the step states no answer to the task, but the corruption writes {what} into it: corrupt the step's "
+            "own work instead")
 
 
 def mark_suspect(task: Task, final_answer: str | None, steps: Sequence[Step], verdict: Verdict,

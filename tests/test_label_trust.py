@@ -115,6 +115,8 @@ def test_reformatting_an_early_step_of_a_real_failure_verifies_nothing_and_the_s
     ])
 
     def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+        if i.kind == "control":  # the step as recorded: this deterministic team replays the recorded failure
+            return run, run.verdict, ReplayCost(live_calls=1)
         prefix = [(s.agent, s.kind, s.content) for s in run.steps[: i.step]] + [(run.steps[i.step].agent, "agent", i.new_content)]
         built = prefix + rest_final([], i)
         coder_last = next(c for a, k, c in reversed(built) if a == "coder")
