@@ -429,11 +429,14 @@ def test_injection_that_flips_a_success_is_labelled_by_construction():
     assert a.evidence.reason == "added 7 to the subtraction result"
     assert result.failed_run is not None and a.run_id == result.failed_run.id != run.id
     assert result.failed_run.parent_run_id == run.id and result.failed_run.success is False
-    [replay] = result.replays
+    replay, control = result.replays
     assert replay.purpose == "fault_injection" and replay.intervention.kind == "corruption"
     assert (replay.success_before, replay.success_after) == (True, False)
+    # the control (step 3 unchanged) still succeeds: the failure is the corruption's
+    assert control.intervention.kind == "control" and control.success_after is True
+    assert a.metadata["flip_check"]["control_trials"] == 1 and a.metadata["flip_check"]["control_flips"] == 0
     assert a.metadata["source_run_id"] == run.id and a.annotator == "scripted/inj-flip"
-    assert a.cost.replays == 1 and a.cost.llm_calls == 1 + replay.live_calls
+    assert a.cost.replays == 2 and a.cost.llm_calls == 1 + replay.live_calls + control.live_calls
     assert "SUCCEEDED" in perturber.prompts[0] and "SPECIFIC" in perturber.prompts[0]
 
 

@@ -220,3 +220,36 @@ def test_edit_size_and_the_injection_mirror():
     assert planted_answer(GSM, plan, "Plan: convert it. Answer: 7", verify) is not None
     assert planted_answer(GSM, "Answer: 2", "Answer: 7", verify) is None  # corrupting an answer is the work
     assert planted_answer(GSM, plan, "Plan: convert the duration into hours.", verify) is None
+
+
+def test_injection_needs_its_control_to_succeed_and_never_plants_an_answer():
+    right = Ensemble()
+    solved = right.run({1: RIGHT, 2: RIGHT, 3: RIGHT})
+    assert solved.success is True
+    plan_run = solved.model_copy(update={"steps": [solved.steps[0], solved.steps[1].model_copy(
+        update={"content": "Plan: convert the duration into the unit asked for."}), *solved.steps[2:]]})
+    planted = json.dumps({"step": 1, "corrupted_content": "Plan: convert it.\nAnswer: 7", "description": "planted"})
+    honest = json.dumps({"step": 4, "corrupted_content": "The solvers agree.\nAnswer: 3", "description": "misread vote"})
+    perturber, prompts = scripted("causal-inject", lambda p, n: planted if n == 0 else honest)
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+        forced = {1: RIGHT, 2: RIGHT, 3: RIGHT, **({} if i.kind == "control" else {i.step: i.new_content})}
+        result = right.run(forced)
+        return result, result.verdict, ReplayCost(live_calls=1)
+
+    result = inject_fault(plan_run, perturber, replay, Budget(max_candidates=1), programmatic=False, mode="one_shot",
+                          verify=verify)
+    a = result.annotation
+    assert "answer_leak" in prompts[1] and "writes a final answer" in prompts[1]
+    assert a is not None and (a.step, a.verified) == (4, True) and a.metadata["answer_leaks"] == 1
+    assert [r.intervention.kind for r in result.replays] == ["corruption", "control"]
+
+    def flaky(i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:  # the control fails as well
+        result = right.run({1: RIGHT, 2: RIGHT, 3: RIGHT, 4: "Answer: 3"})
+        return result, result.verdict, ReplayCost(live_calls=1)
+
+    perturber2, _ = scripted("causal-inject-flaky", lambda p, n: honest)
+    again = inject_fault(plan_run, perturber2, flaky, Budget(max_candidates=1, max_replays=1), programmatic=False,
+                         mode="one_shot", verify=verify)
+    assert again.annotation is None and again.attempts[0].not_causal
+    assert "flipped" in again.attempts[0].not_causal
