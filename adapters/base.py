@@ -155,8 +155,12 @@ class Adapter(ABC):
         return answer_contract(task)
 
     def final_answer(self, task: Task, steps: list[Step], driver_answer: str | None) -> str | None:
-        """The answer Omega judges; by default what the driver reported."""
-        return driver_answer
+        """The answer Omega judges; by default what the driver reported, with the output of the program
+        the framework ran appended when a math or QA answer is code that states no answer of its own
+        (`program_answer`: never a number lifted from the code's text)."""
+        from rootstep.benchmarks._answer import program_answer
+
+        return program_answer(task, driver_answer, steps)
 
     def gateway_rules(self) -> dict[str, Any]:
         """`RunContext` fields that tell the gateway how to attribute this framework's calls to agents

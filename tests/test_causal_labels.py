@@ -253,3 +253,24 @@ def test_injection_needs_its_control_to_succeed_and_never_plants_an_answer():
                          mode="one_shot", verify=verify)
     assert again.annotation is None and again.attempts[0].not_causal
     assert "flipped" in again.attempts[0].not_causal
+
+
+def test_a_code_writing_teams_answer_is_what_its_program_prints():
+    """MetaGPT on GSM8K (the issue's slice): the final answer is the coder's code; the numeric verifier
+    took `60` from `... / 60` although the runner's output read `Answer:  3.0`."""
+    from rootstep.benchmarks._answer import program_answer
+
+    task = GSM.model_copy(update={"ground_truth": "3"})
+    code = "```python\nseconds = 180\nanswer = seconds / 60\nprint('Answer: ', answer)\n```"
+    steps = [Step(index=0, agent="user", kind="human", content=task.prompt), Step(index=1, agent="coder", content=code),
+             Step(index=2, agent="runner", kind="tool", content="exit code 0\nAnswer:  3.0")]
+    lifted = verify(task, code)
+    assert lifted.success is False and lifted.details["reason"] == "no number in the answer"  # never 60
+    answer = program_answer(task, code, steps)
+    assert answer.endswith("Program output:\nAnswer:  3.0") and verify(task, answer).success
+    stated = code + "\nAnswer: 3"
+    assert program_answer(task, stated, [*steps[:1], steps[1].model_copy(update={"content": stated}), steps[2]]) == stated
+    assert program_answer(task.model_copy(update={"kind": "coding"}), code, steps) == code
+    # no program output to read: the answer is code and holds none, a plain failure (searched, not suspect)
+    silent = [*steps[:2], steps[2].model_copy(update={"content": "exit code 0"})]
+    assert program_answer(task, code, silent) == code
