@@ -274,3 +274,39 @@ def test_a_code_writing_teams_answer_is_what_its_program_prints():
     # no program output to read: the answer is code and holds none, a plain failure (searched, not suspect)
     silent = [*steps[:2], steps[2].model_copy(update={"content": "exit code 0"})]
     assert program_answer(task, code, silent) == code
+
+
+def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labels_and_agreement(tmp_path):
+    from rootstep.warehouse import Annotation, Cost, Evidence, Warehouse
+
+    run = Ensemble().run().model_copy(update={"source": "rootstep"})
+    other = Ensemble().run({2: RIGHT}).model_copy(update={"source": "rootstep", "task_id": "t-2"})
+    wh = Warehouse(str(tmp_path))
+    wh.write_trajectories([run, other])
+
+    def ann(run_id: str, **kw: Any) -> Annotation:
+        return Annotation(run_id=run_id, framework="sim", benchmark="gsm8k", method="counterfactual",
+                          annotator="scripted/a", cost=Cost(llm_calls=4, replays=2), **kw)
+
+    label = ann(run.id, agent="solver_a", step=1, verified=True, evidence=Evidence(reason="joint"),
+                metadata={"steps": [1, 2, 3], "multi_step": True, "confidence": 0.25, "answer_leaks": 1,
+                          "edit": {"share": 0.1}})
+    unproven = ann(other.id, agent="aggregator", step=4, status="unproven_earliest", evidence=Evidence(reason="u"),
+                   metadata={"steps": [4], "confidence": 0.0})
+    again = ann(run.id, agent="aggregator", step=4, verified=False, evidence=Evidence(reason="re-check"),
+                metadata={"recheck_of": label.id, "recheck_agrees": False, "steps": [4], "confidence": 0.6})
+    wh.write_annotations([label, unproven, again])
+
+    [row] = wh.rows("SELECT id, confidence FROM labels")
+    assert row == {"id": label.id, "confidence": 0.25}  # the re-check is never a label
+    steps = wh.rows("SELECT step, agent, is_primary, multi_step FROM label_steps ORDER BY step")
+    assert steps == [{"step": 1, "agent": "solver_a", "is_primary": True, "multi_step": True},
+                     {"step": 2, "agent": "solver_b", "is_primary": False, "multi_step": True},
+                     {"step": 3, "agent": "solver_c", "is_primary": False, "multi_step": True}]
+    assert [r["run_id"] for r in wh.rows("SELECT run_id FROM unproven_earliest")] == [other.id]
+    [agreement] = wh.rows("SELECT label_step, recheck_step, agrees FROM agreement")
+    assert agreement == {"label_step": 1, "recheck_step": 4, "agrees": False}  # a re-check that landed elsewhere
+    [q] = wh.rows("SELECT * FROM quality")
+    assert (q["counterfactual_labels"], q["unproven_earliest"], q["multi_step_labels"], q["answer_leaks"]) == (1, 1, 1, 1)
+    assert (q["confidence_medium"], q["confidence_high"], q["rechecks"], q["agreement"]) == (1, 0, 1, 0.0)
+    assert q["median_edit_share"] == 0.1
