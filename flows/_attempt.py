@@ -362,6 +362,7 @@ def proven_identical(recorded: Sequence[LLMCall], step: Step) -> str | None:
     again and get the same answers, so the control is the recorded run. None when any later call was
     sampled (or the step's call is not in the recording)."""
     ids = set(step.call_ids)
+    recorded = sorted(recorded, key=lambda c: c.created_at)  # answer order (a warehouse read is unordered)
     positions = [i for i, c in enumerate(recorded) if c.id in ids or (not ids and c.step_index == step.index)]
     if not positions:
         return None

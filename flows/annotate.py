@@ -177,8 +177,12 @@ def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] 
     return recorded if recorded is not None else session.recorded_calls(trajectory.metadata["gateway_run_id"])
 
 
-def _deterministic(trajectory: Trajectory, recorded: list[LLMCall] | None):
-    """`step -> why` a control of that step would replay the recording (`proven_identical`), from the calls."""
+def _deterministic(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None):
+    """`step -> why` a control of that step would replay the recording (`proven_identical`), from the calls
+    (`recorded`, else the session's journal or warehouse)."""
+    if recorded is None:
+        with session.lock:
+            recorded = session.recording(trajectory.metadata.get("gateway_run_id", ""))
     calls = list(recorded or [])
     return lambda step: proven_identical(calls, trajectory.steps[step]) if calls else None
 
@@ -266,7 +270,7 @@ def _counterfactual_search(session: Session, run_id: str, trajectory: Trajectory
     result = find_decisive_step(trajectory, trajectory.verdict, None, _chat(session, analyzer_model, max_tokens, trajectory),
                                 _replay_fn(session, trajectory, captured, recorded), budget, verify=session.verifier,
                                 controls=causality.controls, repeats=causality.repeats, prior=prior,
-                                deterministic=_deterministic(trajectory, recorded))
+                                deterministic=_deterministic(session, trajectory, recorded))
     a = _keep(result.annotation, causality)
     agrees = None
     if recheck is not None:
@@ -300,7 +304,7 @@ def _inject_search(session: Session, run_id: str, trajectory: Trajectory, pertur
                           programmatic=programmatic, seed=seed, mode=mode,
                           independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents,
                           verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
-                          deterministic=_deterministic(trajectory, recorded))
+                          deterministic=_deterministic(session, trajectory, recorded))
     a = None if result.annotation is None else _keep(result.annotation, causality)
     cost = result.cost
     run = AnnotatedRun(
