@@ -318,8 +318,12 @@ class _Search:
         return [a for a in self.attempts if a.replay.error is None and not a.joint]
 
     def leak(self, step: Step, fix: str) -> str | None:
-        """`answer_leak` over the task (None without a task and verifier)."""
+        """`answer_leak` over the task (None without a task and verifier). The step that gave the run's final
+        answer gave an answer, whatever its form (a coder's prose instead of code is a wrong answer)."""
         if self.task is None or self.verify is None:
+            return None
+        final = answer_step(self.trajectory)
+        if final is not None and final.index == step.index:
             return None
         return answer_leak(self.task, step.content, fix, self.verify)
 

@@ -320,7 +320,10 @@ class _Injection:
     def planted(self, step: Step, content: str) -> str | None:
         """`planted_answer` over the task (None without a task and verifier)."""
         task = self.context.task
-        return None if task is None or self.verify is None else planted_answer(task, step.content, content, self.verify)
+        final = answer_step(self.trajectory)
+        if task is None or self.verify is None or (final is not None and final.index == step.index):
+            return None  # the step that gives the run's answer may carry a wrong one
+        return planted_answer(task, step.content, content, self.verify)
 
     def judged(self, row: Replay, verdict: Verdict | None) -> bool | None:
         """A replay's outcome as a flip of the success: a failure whose verdict is not suspect."""

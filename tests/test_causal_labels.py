@@ -310,3 +310,15 @@ def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labe
     assert (q["counterfactual_labels"], q["unproven_earliest"], q["multi_step_labels"], q["answer_leaks"]) == (1, 1, 1, 1)
     assert (q["confidence_medium"], q["confidence_high"], q["rechecks"], q["agreement"]) == (1, 0, 1, 0.0)
     assert q["median_edit_share"] == 0.1
+
+
+def test_the_step_that_gave_the_runs_answer_may_be_corrected_into_one():
+    """A coder whose final message held prose instead of code gave a (wrong) answer: correcting it with the
+    program is legitimate, not a leak, although the step held no code."""
+    team = Ensemble()
+    run = team.run({4: "The solvers could not agree on a value."})
+    assert run.success is False and run.final_answer == run.steps[4].content
+    analyzer, prompts = scripted("causal-answer-step", lambda p, n: fix_json(4, "aggregator", RIGHT) if at_step(p) is None
+                                 else json.dumps({"fix_needed": False, "reason": "fine"}))
+    result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify, budget=Budget(max_candidates=1))
+    assert result.annotation.metadata["answer_leaks"] == 0 and result.attempts[0].diagnosis.step == 4
