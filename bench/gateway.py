@@ -14,8 +14,8 @@ simulated latency, so every millisecond shown is overhead):
 Each gateway call is paired with a direct call made just before it: this machine is shared, and load
 swings between two back-to-back measurements are larger than the 1-2 ms being measured.
 Added latency = gateway percentile minus direct percentile. Target: under 2 ms at p50.
-With `--local`, also the offline default model (`local/gemma-3-270m`) through the gateway: load time
-and tokens per second.
+With `--local`, also the offline agents' model (`local/qwen2.5-coder-0.5b`) through the gateway: load time
+and tokens per second (bench/local_model.py measures it in depth).
 """
 
 from __future__ import annotations
@@ -171,11 +171,11 @@ def main() -> None:
 def measure_local(root: Path) -> None:
     from openai import OpenAI
 
-    from rootstep.adapters.gateway import Gateway, GatewayServer, RunContext
+    from rootstep.adapters.gateway import DEFAULT_MODEL, Gateway, GatewayServer, RunContext
     from rootstep.adapters.gateway._local_model import engine
 
     start = time.perf_counter()
-    engine("gemma-3-270m")
+    engine(DEFAULT_MODEL.split("/", 1)[1])
     load = time.perf_counter() - start
     gateway = Gateway(root / "journal-local")
     gateway.register(RunContext(run_id="local"))
@@ -193,7 +193,7 @@ def measure_local(root: Path) -> None:
     prompt = sum(r.usage.prompt_tokens for r in replies)
     completion = sum(r.usage.completion_tokens for r in replies)
     per_call = ", ".join(f"{r.usage.completion_tokens} tok in {t:.2f} s" for r, t in zip(replies, seconds))
-    print(f"local/gemma-3-270m (threads {os.environ.get('ROOTSTEP_LOCAL_THREADS', 'default')}): load {load:.1f} s; "
+    print(f"{DEFAULT_MODEL} (threads {os.environ.get('ROOTSTEP_LOCAL_THREADS', 'default')}): load {load:.1f} s; "
           f"{len(replies)} calls, {prompt} prompt + {completion} completion tokens in {wall:.1f} s = "
           f"{completion / wall:.1f} generated tokens/s end to end ({per_call})")
     print(f"  e.g. {questions[0]!r} -> {replies[0].choices[0].message.content!r}")

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from rootstep.adapters.base import Adapter
     from rootstep.adapters.gateway import Gateway, GatewayServer
 
-DEFAULT_MODEL = "local/gemma-3-270m"
+from rootstep.adapters.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL  # noqa: F401
 
 
 class Limits(BaseModel):

@@ -44,7 +44,7 @@ from ._counterfactual import find_decisive_step
 from ._injection import InjectionMode, inject_fault
 from ._remote import WorkerSpec, open_worker_session, worker_id
 from ._runner import Runner, open_runner
-from ._session import DEFAULT_MODEL, Limits, Session, get_session, open_session
+from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, get_session, open_session
 
 Method = Literal["counterfactual", "fault_injection"]
 
@@ -166,10 +166,13 @@ class _Limited:
 
 def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Trajectory) -> _Limited:
     """The analyzer / perturber for one search: `max_tokens` sized to the steps it may rewrite
-    (`rewrite_budget`, at least `max_tokens` when given); a cut answer is re-asked with more room."""
+    (`rewrite_budget`, at least `max_tokens` when given); a cut answer is re-asked with more room.
+    Every analyzer and perturber prompt asks for one JSON object: an offline model is held to it by
+    llama.cpp's JSON grammar (`response_format`), which a 1.5B model otherwise breaks now and then."""
     from rootstep.tracers._llm import Chat
 
-    return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024)), session)
+    extra = {"response_format": {"type": "json_object"}} if model.startswith("local/") else {}
+    return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024), extra=extra), session)
 
 
 def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None) -> list[LLMCall] | None:
@@ -484,7 +487,7 @@ def _task(fn: Any, name: str):
 
 @flow(name="rootstep-counterfactual", persist_result=False)
 def counterfactual(
-    analyzer_model: str = DEFAULT_MODEL,
+    analyzer_model: str = DEFAULT_ANNOTATOR_MODEL,
     frameworks: list[str] | None = None,
     benchmarks: list[str] | None = None,
     run_ids: list[str] | None = None,
@@ -526,7 +529,7 @@ def counterfactual(
 
 @flow(name="rootstep-inject", persist_result=False)
 def inject(
-    perturber_model: str | None = DEFAULT_MODEL,
+    perturber_model: str | None = DEFAULT_ANNOTATOR_MODEL,
     frameworks: list[str] | None = None,
     benchmarks: list[str] | None = None,
     run_ids: list[str] | None = None,

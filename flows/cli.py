@@ -16,7 +16,7 @@ from rich.console import Console
 
 console = Console()
 
-DEFAULT_MODEL = "local/gemma-3-270m"  # = rootstep.flows._session.DEFAULT_MODEL (not imported: keep this light)
+from rootstep.adapters.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
 
 WarehouseOpt = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE",
                             help="Warehouse path or fsspec URL (default ./rootstep-data).")
@@ -24,8 +24,9 @@ FrameworkOpt = typer.Option(None, "--framework", "-f", help="Framework adapter; 
 SystemOpt = typer.Option(None, "--system", help="A system file: your own program run as a framework (docs/your-system.md); "
                          "repeat for several. Runs it in place of the default frameworks, beside any --framework.")
 ModelOpt = typer.Option(DEFAULT_MODEL, "--model", "-m", help="The agents' model (any gateway model string).")
-AnalyzerOpt = typer.Option(None, "--analyzer-model", help="The analyzer LLM (default: --model).")
-PerturberOpt = typer.Option(None, "--perturber-model", help="The perturber LLM (default: --model).")
+AnalyzerOpt = typer.Option(None, "--analyzer-model", help=f"The analyzer LLM (default: --model, or {DEFAULT_ANNOTATOR_MODEL} "
+                           "when --model is a local model).")
+PerturberOpt = typer.Option(None, "--perturber-model", help="The perturber LLM (default: as --analyzer-model).")
 
 
 class RunnerKind(str, Enum):
@@ -334,8 +335,8 @@ def annotate_cmd(
     limit: Optional[int] = typer.Option(None, help="At most this many runs per method."),
     run_id: Optional[list[str]] = typer.Option(None, "--run-id", help="Only these runs (ids or prefixes); repeat for "
                                                "several. A run rootstep did not record (an import) is refused."),
-    analyzer_model: str = typer.Option(DEFAULT_MODEL, help="The analyzer LLM."),
-    perturber_model: Optional[str] = typer.Option(DEFAULT_MODEL, help="The perturber LLM ('none': programmatic only)."),
+    analyzer_model: str = typer.Option(DEFAULT_ANNOTATOR_MODEL, help="The analyzer LLM."),
+    perturber_model: Optional[str] = typer.Option(DEFAULT_ANNOTATOR_MODEL, help="The perturber LLM ('none': programmatic only)."),
     max_replays: Optional[int] = MaxReplaysOpt,
     max_llm_calls: Optional[int] = MaxLLMCallsOpt,
     max_candidates: int = MaxCandidatesOpt,

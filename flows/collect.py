@@ -1,7 +1,7 @@
 """The `collect` flow: run each framework on each task, verify with Omega, store the run.
 
     from rootstep.flows.collect import collect
-    report = collect(["ag2", "smolagents"], "gsm8k", limit=2, seed=0, model="local/gemma-3-270m")
+    report = collect(["ag2", "smolagents"], "gsm8k", limit=2, seed=0, model="local/qwen2.5-coder-0.5b")
 
 One Prefect task per (framework, task): the adapter runs the episode in its Docker image with every
 LLM call through the gateway, the verifier decides, and the gateway's journal of the run (its

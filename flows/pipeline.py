@@ -25,7 +25,7 @@ from rootstep.warehouse import Task
 from ._budget import Budget
 from ._injection import InjectionMode
 from ._runner import Runner, start_cluster
-from ._session import DEFAULT_MODEL, Limits, open_session
+from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, open_session
 from .annotate import AnnotatedRun, AnnotateReport, Causality
 from .annotate import counterfactual as counterfactual_flow
 from .annotate import inject as inject_flow
@@ -57,6 +57,12 @@ EXPLORE_SQL = {
         "SELECT purpose, run_id, intervention_step, success_before, success_after, live_calls, replayed_calls "
         "FROM replays ORDER BY created_at DESC LIMIT 20"),
 }
+
+
+def annotator_for(model: str) -> str:
+    """The analyzer / perturber a run of agents on `model` gets by default: the same model, except that
+    agents on an offline model get the stronger offline one (a 0.5B model rarely keeps the JSON contract)."""
+    return DEFAULT_ANNOTATOR_MODEL if model.startswith("local/") else model
 
 
 class PipelineReport(BaseModel):
@@ -136,8 +142,9 @@ def pipeline(
     Args:
         frameworks: adapters to run (default ag2 and smolagents).
         benchmarks: benchmark name -> number of tasks (default 2 GSM8K + 2 MBPP), shuffled with `seed`.
-        model: the agents' model; `agent_models` per agent. `analyzer_model` / `perturber_model`
-            default to `model`.
+        model: the agents' model; `agent_models` per agent. `analyzer_model` defaults to `model`, or to
+            the stronger offline model (`DEFAULT_ANNOTATOR_MODEL`) when `model` is a local one;
+            `perturber_model` defaults to the analyzer's.
         budget / inject_budget: per counterfactual search / per injection (default `DEFAULT_BUDGET`).
         counterfactual, inject: run that stage.
         tasks: collect these tasks instead of the benchmarks' (the benchmarks argument is then ignored).
@@ -153,6 +160,8 @@ def pipeline(
     frameworks = list(frameworks or DEFAULT_FRAMEWORKS)
     benchmarks = dict(DEFAULT_BENCHMARKS if benchmarks is None else benchmarks)
     budget = budget or DEFAULT_BUDGET
+    analyzer_model = analyzer_model or annotator_for(model)
+    perturber_model = perturber_model or analyzer_model
     report = PipelineReport()
     with open_session(warehouse, limits=limits) as session, start_cluster(runner) as runner:
         report.warehouse = session.warehouse.location
@@ -172,7 +181,7 @@ def pipeline(
         run_ids = [r.run_id for r in report.collected if r.run_id]
         if counterfactual:
             clock = time.perf_counter()
-            done: AnnotateReport = counterfactual_flow(analyzer_model or model, frameworks=frameworks, benchmarks=scope_b,
+            done: AnnotateReport = counterfactual_flow(analyzer_model, frameworks=frameworks, benchmarks=scope_b,
                                            run_ids=run_ids, budget=budget, max_tokens=max_tokens,
                                            runner=runner, session_id=session.id, include_suspect=include_suspect,
                                            causality=causality)
@@ -180,7 +189,7 @@ def pipeline(
             report.stage_seconds["counterfactual"] = round(time.perf_counter() - clock, 3)
         if inject:
             clock = time.perf_counter()
-            done = inject_flow(perturber_model or model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
+            done = inject_flow(perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
                                budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0,
                                max_tokens=max_tokens, runner=runner, session_id=session.id, mode=inject_mode,
                                causality=causality)

@@ -15,6 +15,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from rootstep.adapters.gateway._defaults import DEFAULT_MODEL
 from rootstep.warehouse import RootstepError, Warehouse, default_location
 
 app = typer.Typer(
@@ -202,7 +203,7 @@ def run_cmd(
     benchmark: str = typer.Option("gsm8k", "--benchmark", "-b", help="A registered benchmark (`rootstep benchmark list`)."),
     limit: int = typer.Option(3, min=1, help="How many tasks (after shuffling with --seed)."),
     seed: int = typer.Option(0, help="Shuffle the benchmark with this seed before taking --limit tasks."),
-    model: str = typer.Option("local/gemma-3-270m", "--model", "-m", help="The agents' model (any gateway model string)."),
+    model: str = typer.Option(DEFAULT_MODEL, "--model", "-m", help="The agents' model (any gateway model string)."),
     width: int = typer.Option(300, help="Characters of each step's content shown (0: all)."),
     warehouse: Optional[str] = WarehouseOption,
 ) -> None:

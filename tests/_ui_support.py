@@ -227,7 +227,8 @@ class ThreadServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                        log_config=None))  # no dictConfig in the test process
         self.thread = threading.Thread(target=self.server.run, name="ui-test-server", daemon=True)
 
     def __enter__(self) -> "ThreadServer":

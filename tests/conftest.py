@@ -50,6 +50,16 @@ def _system_files_stay_in_their_module():
     _plugins._systems_seen.update(seen)
 
 
+@pytest.fixture(scope="module")
+def prefect_harness():
+    """A temporary Prefect server (and database) for the flows of one test module: every module that
+    runs flows asks for it, so its flows never depend on a server another module started or stopped."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
 @pytest.fixture
 def warehouse(tmp_path: Path):
     from rootstep.warehouse import Warehouse

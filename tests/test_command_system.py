@@ -27,14 +27,6 @@ PAIR = Path(__file__).parent / "fixtures" / "systems" / "stdlib_pair"
 ANSWER = re.compile(r"Answer:\s*(\S+)")
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def _task():
     return load_tasks("gsm8k", limit=1, seed=0)[0]
 

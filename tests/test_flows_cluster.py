@@ -95,14 +95,6 @@ def test_ray_missing_is_a_clear_error(tmp_path):
 # --------------------------------------------------------------------------------------- the cluster
 
 @pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
-@pytest.fixture(scope="module")
 def dask_cluster():
     """Two worker processes (one task at a time each) and their pids."""
     distributed = pytest.importorskip("distributed", reason="dask.distributed is installed by scripts/bootstrap.sh")

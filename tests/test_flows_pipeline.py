@@ -20,14 +20,6 @@ INJECT_BUDGET = Budget(max_replays=4, max_llm_calls=10, max_reasks=1, max_candid
 TABLES = ("runs", "steps", "llm_calls", "replays", "annotations")
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def _run_pipeline(framework: str, warehouse: str):
     from rootstep.flows.pipeline import pipeline
 

@@ -92,7 +92,7 @@ def test_client_disconnect_mid_stream_leaves_no_record(h):
             for line in response.iter_lines():
                 if line.startswith("data: "):
                     break  # the first chunk arrived: hang up while the rest is still coming
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a bound for a slow machine; the loop ends when the abort is seen
     while h.gateway.stats("s3").aborted == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert h.gateway.stats("s3").aborted == 1

@@ -39,14 +39,6 @@ FORMAT_ONLY_CODER = ("We need $x - 1 \\ge 0$ and $x \\ne 2$, so the domain start
                      "The smallest such integer is x=1, which is in the domain.")
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def _math_task():
     [task] = [t for t in load_tasks("math500") if "sqrt{x-1}}{x-2}" in t.prompt]
     return task

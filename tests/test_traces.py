@@ -319,8 +319,10 @@ def test_atif_verdicts_validate_against_harbors_schema_and_import_back(attribute
     assert n == 1 and document["extra"]["rootstep_verdict"]["agent"] == "calculator"
     [back] = load_traces(written)
     original = _failed(load_traces(FIXTURES / "inspect_handoff.eval"))
-    assert [s.agent for s in back.steps] == [s.agent for s in original.steps if s.kind == "agent"]
-    assert back.framework == "inspect" and back.ground_truth == "41"
+    # the same steps back: agent steps with their words and calls, tool steps (kept as marked observation results)
+    assert [(s.agent, s.kind, s.content, s.tool_calls) for s in back.steps] == \
+        [(s.agent, s.kind, s.content, s.tool_calls) for s in original.steps]
+    assert back.framework == "inspect" and back.ground_truth == "41" and back.final_answer == original.final_answer
 
 
 def test_export_verdicts_command(attributed: Warehouse, tmp_path: Path):

@@ -4,11 +4,16 @@
 One journey, in the order a user takes it: the corpus, a labelled run (its decisive step and the
 side-by-side replay), attributing an uploaded Who&When file with a model, the evaluation page, the
 SQL box (a query, then a `COPY ... TO` that is refused).
+
+Every step waits for the condition it needs (WebDriverWait), never for time: a click that loads a page
+waits for the old page to go and the new one to be complete (`navigate`) before anything is read; the
+attribution model holds its answer until the test has seen the job's progress (`held`).
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +25,7 @@ pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "ui"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
+WAIT_S = 60  # an upper bound for a condition on a slow machine, never a pause
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +52,20 @@ def ui(tmp_path_factory):
     from rootstep.ui import UISettings, create_app
 
     built = build_warehouse(tmp_path_factory.mktemp("ui-browser"))
-    # answers like the real model did (tests/fixtures/ui), after a realistic delay, so the progress shows
-    register_script("ui-tracer", [RECORDED_ANSWER], cycle=True, latency_s=3.0)
+    # answers like the real model did (tests/fixtures/ui), once the test has seen the job in progress
+    release = threading.Event()
+
+    def held(messages, params):
+        if not release.wait(timeout=WAIT_S * 5):
+            raise TimeoutError("the browser test never released the attribution model's answer")
+        return RECORDED_ANSWER
+
+    register_script("ui-tracer", held)
     with ThreadServer(create_app(UISettings(warehouse=built["location"]))) as server:
-        yield {**built, "url": server.url}
+        try:
+            yield {**built, "url": server.url, "release": release}
+        finally:
+            release.set()  # a failed test does not leave the job's thread waiting
 
 
 def shot(driver, name: str, full: bool = False) -> Path:
@@ -64,12 +80,25 @@ def shot(driver, name: str, full: bool = False) -> Path:
     return path
 
 
-def wait_for(driver, css: str, timeout: float = 30):
+def wait_for(driver, css: str, timeout: float = WAIT_S):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def navigate(driver, action) -> None:
+    """Do `action` (a click or a key that loads a page) and wait until the page it leaves is gone and
+    the new one is completely loaded: what is read next is the new page, never the old one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    action()
+    WebDriverWait(driver, WAIT_S).until(ec.staleness_of(old))
+    WebDriverWait(driver, WAIT_S).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def test_a_user_journey_through_the_ui(browser, ui, tmp_path):
@@ -86,13 +115,13 @@ def test_a_user_journey_through_the_ui(browser, ui, tmp_path):
     assert len(rows) == 5  # 4 original runs + the corrupted (labelled) replay
     shot(d, "corpus")
     Select(d.find_element(By.NAME, "method")).select_by_visible_text("counterfactual")
-    d.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    navigate(d, d.find_element(By.CSS_SELECTOR, "form.filters button").click)
+    assert "method=counterfactual" in d.current_url
     rows = d.find_elements(By.CSS_SELECTOR, "table.corpus tbody tr")
     assert len(rows) == 1 and "Planner" in rows[0].text and "verified" in rows[0].text
 
     # --- a labelled run: the decisive step, every attempt, the side-by-side replay
-    rows[0].find_element(By.CSS_SELECTOR, "a").click()
-    wait_for(d, "article.step.decisive")
+    navigate(d, rows[0].find_element(By.CSS_SELECTOR, "a").click)
     decisive = d.find_element(By.CSS_SELECTOR, ".steps article.step.decisive")
     assert decisive.get_attribute("id") == "step-1" and "decisive error" in decisive.text and "Planner" in decisive.text
     attempts = d.find_elements(By.CSS_SELECTOR, "li.attempt")
@@ -108,7 +137,7 @@ def test_a_user_journey_through_the_ui(browser, ui, tmp_path):
     shot(d, "run", full=True)
     d.execute_script("arguments[0].scrollIntoView()", compare)
     prefix.find_element(By.TAG_NAME, "summary").click()  # unfold the identical prefix
-    assert prefix.get_attribute("open") is not None
+    WebDriverWait(d, WAIT_S).until(lambda _: prefix.get_attribute("open") is not None)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     d.set_window_size(1500, 2000)
     compare.screenshot(str(ARTIFACTS / "run-side-by-side.png"))  # the section alone (docs/ui-run.png)
@@ -121,13 +150,15 @@ def test_a_user_journey_through_the_ui(browser, ui, tmp_path):
     model = d.find_element(By.NAME, "model")
     model.clear()
     model.send_keys("scripted/ui-tracer")
-    d.find_element(By.CSS_SELECTOR, "form.attribute button[type=submit]").click()
-    wait_for(d, ".job[data-job]")
-    assert d.find_elements(By.CSS_SELECTOR, ".progress"), "the job page shows progress while the model answers"
-    phase = wait_for(d, "#job-phase")
-    WebDriverWait(d, 10).until(lambda _: "asking scripted/ui-tracer (all at once: 1 call)" in phase.text)  # polled
+    navigate(d, d.find_element(By.CSS_SELECTOR, "form.attribute button[type=submit]").click)
+    assert d.find_elements(By.CSS_SELECTOR, ".job[data-job] .progress"), "the job page shows progress while the model answers"
+    phase = d.find_element(By.ID, "job-phase")
+    # the page polls the job: the phase changes while the model (held) has not answered
+    WebDriverWait(d, WAIT_S).until(lambda _: "asking scripted/ui-tracer (all at once: 1 call)" in phase.text)
     shot(d, "attribute-progress")
+    ui["release"].set()  # the model answers; the page reloads itself when the job is done
     wait_for(d, "#result-agent")
+    WebDriverWait(d, WAIT_S).until(lambda d: d.execute_script("return document.readyState") == "complete")
     assert d.find_element(By.ID, "result-agent").text == "Mesopotamian_Number_Systems_Expert"
     assert d.find_element(By.ID, "result-step").text == "1"
     predicted = d.find_element(By.CSS_SELECTOR, "article.step.predicted")
@@ -143,8 +174,8 @@ def test_a_user_journey_through_the_ui(browser, ui, tmp_path):
     broken.write_text('{"history": [{"content": "hi", "name": "a"}], "mistake_step": ')
     d.get(ui["url"] + "/attribute")
     d.find_element(By.NAME, "trace").send_keys(str(broken))
-    d.find_element(By.CSS_SELECTOR, "form.attribute button[type=submit]").click()
-    alert = wait_for(d, "p.error[role=alert]")
+    navigate(d, d.find_element(By.CSS_SELECTOR, "form.attribute button[type=submit]").click)
+    alert = d.find_element(By.CSS_SELECTOR, "p.error[role=alert]")
     assert "broken.json: <json>: malformed JSON" in alert.text
     shot(d, "attribute-malformed")
 
@@ -159,21 +190,21 @@ def test_a_user_journey_through_the_ui(browser, ui, tmp_path):
     d.get(ui["url"] + "/sql")
     box = d.find_element(By.NAME, "q")
     box.send_keys("SELECT method, agent, step FROM labels ORDER BY method, agent")
-    box.send_keys(Keys.CONTROL, Keys.ENTER)
-    table = wait_for(d, "#sql-result")
+    navigate(d, lambda: box.send_keys(Keys.CONTROL, Keys.ENTER))
+    table = d.find_element(By.ID, "sql-result")
     assert "counterfactual\nPlanner\n1" in table.text.replace(" ", "\n") and "5 rows" in d.find_element(By.ID, "sql-summary").text
     shot(d, "sql")
     target = tmp_path / "exfiltrated.csv"
     box = d.find_element(By.NAME, "q")
     box.clear()
     box.send_keys(f"COPY (SELECT * FROM steps) TO '{target}'")
-    d.find_element(By.CSS_SELECTOR, "#sql-form button").click()
-    error = wait_for(d, "#sql-error")
+    navigate(d, d.find_element(By.CSS_SELECTOR, "#sql-form button").click)
+    error = d.find_element(By.ID, "sql-error")
     assert "Refused" in error.text and "COPY statements are refused" in error.text
     assert not target.exists()
     box = d.find_element(By.NAME, "q")
     box.clear()
     box.send_keys("SELECT * FROM read_csv('/etc/passwd')")
-    d.find_element(By.CSS_SELECTOR, "#sql-form button").click()
-    assert "file system operations are disabled" in wait_for(d, "#sql-error").text
+    navigate(d, d.find_element(By.CSS_SELECTOR, "#sql-form button").click)
+    assert "file system operations are disabled" in d.find_element(By.ID, "sql-error").text
     shot(d, "sql-refused")

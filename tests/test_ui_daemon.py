@@ -66,8 +66,7 @@ def test_daemon_status_logs_stop(setup):
 
         follower = subprocess.Popen([sys.executable, "-m", "rootstep", "ui", "logs", "-f", "--port", str(port)], env=env,
                                     stdout=subprocess.PIPE, text=True)
-        try:
-            time.sleep(1.0)
+        try:  # `logs -f` prints the log from its start: the request is shown whenever the follower starts
             httpx.get(f"http://127.0.0.1:{port}/sql?q=SELECT+42", timeout=30)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:

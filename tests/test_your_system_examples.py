@@ -60,14 +60,6 @@ def _models(example: str, agents: tuple[str, ...]) -> dict[str, str]:
     return models
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def _task():
     [task] = [t for t in load_tasks("gsm8k") if t.task_id == "test-0"]
     return task

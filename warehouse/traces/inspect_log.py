@@ -1,8 +1,10 @@
 """Inspect AI eval logs (`.eval` or `.json`), read with `inspect_ai.log` (the optional extra `inspect`).
 
-One trajectory per sample and epoch. A step per `model` event (agent step: the output message's text and
-tool calls) and per `tool` event (tool step: the result, or the error), in event order; the agent is the
-nearest enclosing span of type `agent` (`react(name=...)`, a handoff's agent), else the solver's name.
+One trajectory per sample and epoch, read with its attachments resolved (Inspect's `.eval` writer keeps a
+long text once, as `attachment://<hash>`). A step per `model` event (agent step: the output message's text
+and tool calls) and per `tool` event (tool step: the result, or the error), in event order; the agent is
+the nearest enclosing span of type `agent` (`react(name=...)`, a handoff's agent), else the nearest
+enclosing `solver` span (the plan's solver the event ran in), else the plan's first solver.
 The outcome is the sample's score: `value_to_float` of the first scorer's value is 1.0 for a success, so
 failed samples are found without a flag; a sample that errored is a failure. The benchmark is the task's
 name, the ground truth the sample's target, the final answer the sample's output.
@@ -47,14 +49,16 @@ def _spans(events: list[Any]) -> dict[str, tuple[str | None, str | None, str | N
 
 
 def _agent(span_id: str | None, spans: dict[str, tuple[str | None, str | None, str | None]], default: str) -> str:
-    seen = set()
+    seen, solver = set(), None
     while span_id and span_id in spans and span_id not in seen:
         seen.add(span_id)
         parent, kind, name = spans[span_id]
         if kind == "agent" and name:
             return name
+        if kind == "solver" and name and solver is None:
+            solver = name
         span_id = parent
-    return default
+    return solver or default
 
 
 def _verdict(sample: Any) -> Verdict | None:
@@ -73,7 +77,7 @@ def _verdict(sample: Any) -> Verdict | None:
 def load(path: Path, file: str, framework: str | None = None, benchmark: str | None = None) -> list[Trajectory]:
     log_api = require_inspect()
     try:
-        log = log_api.read_eval_log(str(path))
+        log = log_api.read_eval_log(str(path), resolve_attachments=True)
     except Exception as exc:  # inspect_ai raises its own and pydantic's errors on a broken log
         raise InputError(file, "<eval log>", f"inspect_ai could not read it: {type(exc).__name__}: {str(exc)[:300]}") from None
     if not log.samples:
@@ -93,7 +97,8 @@ def load(path: Path, file: str, framework: str | None = None, benchmark: str | N
                 calls = [tool_call(c.function, c.arguments, c.id) for c in message.tool_calls or []]
                 steps.append(SourceStep(agent=_agent(e.span_id, spans, solver), kind="agent", content=message.text or "",
                                         source_id=e.uuid, tool_calls=calls, started_at=e.timestamp, role="assistant",
-                                        extra={"model": e.model, "span_id": e.span_id}))
+                                        extra={"model": e.model, "span_id": e.span_id,
+                                               **({"usage": e.output.usage.model_dump(exclude_none=True)} if e.output.usage else {})}))
             elif kind == "tool":
                 result = text_of(e.result) if e.error is None else f"Error: {e.error.message}"
                 steps.append(SourceStep(agent=_agent(e.span_id, spans, solver), kind="tool", content=result, source_id=e.uuid,
@@ -113,5 +118,6 @@ def load(path: Path, file: str, framework: str | None = None, benchmark: str | N
             started_at=steps[0].started_at if steps else None, duration_s=sample.total_time,
             prompt_tokens=sum(u.input_tokens for u in usage.values()),
             completion_tokens=sum(u.output_tokens for u in usage.values()),
+            cost_usd=sum(u.total_cost or 0.0 for u in usage.values()),
         ))
     return out

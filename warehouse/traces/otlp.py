@@ -30,7 +30,9 @@ from typing import Any
 
 from .._models import Trajectory, Verdict
 from ..errors import InputError
-from ._build import SourceStep, build_trajectory, from_unix_nano, group, json_or_text, question_text, text_of, tool_call
+from ._build import (SourceStep, build_trajectory, from_unix_nano, group, json_or_text, langgraph_agent, question_text,
+                     text_of, tool_call)
+from ._messages import first_user_text, read_message
 
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content"}
 AGENT_OPERATIONS = {"invoke_agent", "create_agent", "invoke_workflow"}
@@ -42,6 +44,7 @@ _FRAMEWORK_SCOPES = {
     "openinference.instrumentation.autogen": "ag2",
     "openinference.instrumentation.openai_agents": "openai-agents",
     "pydantic-ai": "pydantic-ai",
+    "agent_framework": "agent-framework",
 }
 
 
@@ -234,7 +237,7 @@ def _openinference_messages(attributes: dict[str, Any], prefix: str) -> list[dic
 
 
 def _genai_messages(value: Any) -> list[dict[str, Any]]:
-    """`gen_ai.input.messages` / `gen_ai.output.messages` (parts), or the older list of `{role, content}`."""
+    """`gen_ai.input.messages` / `gen_ai.output.messages` (`parts`), or the older list of `{role, content}`."""
     value = json_or_text(value)
     if isinstance(value, dict):
         value = [value]
@@ -242,23 +245,9 @@ def _genai_messages(value: Any) -> list[dict[str, Any]]:
         return [{"role": None, "content": value, "tool_calls": []}]
     out = []
     for message in value if isinstance(value, list) else []:
-        if not isinstance(message, dict):
-            continue
-        texts, calls = [], []
-        for part in message.get("parts") or []:
-            if not isinstance(part, dict):
-                continue
-            if part.get("type") == "tool_call":
-                calls.append(tool_call(str(part.get("name", "")), part.get("arguments"), part.get("id")))
-            elif part.get("type") in ("text", "reasoning", "thinking") or "content" in part:
-                texts.append(text_of(part.get("content")))
-        if "content" in message or "message" in message:
-            texts.append(text_of(message.get("content", message.get("message"))))
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", call) if isinstance(call, dict) else {}
-            calls.append(tool_call(str(function.get("name", "")), function.get("arguments"), call.get("id")))
-        out.append({"role": message.get("role"), "content": "\n".join(t for t in texts if t) or None,
-                    "tool_calls": calls})
+        read = read_message(message)
+        out.append({"role": read.role or (message.get("role") if isinstance(message, dict) else None),
+                    "content": read.text or None, "tool_calls": read.tool_calls, "unread": not read.read})
     return out
 
 
@@ -307,10 +296,12 @@ def _agent_name(span: Span) -> str | None:
 
 
 def _langgraph_node(span: Span) -> str | None:
-    meta = json_or_text(span.attributes.get("metadata"))
-    if isinstance(meta, dict) and meta.get("langgraph_node"):
-        return str(meta["langgraph_node"])
-    return span.attributes.get("graph.node.name") or None
+    """The LangGraph agent of a span: LangChain's `metadata` (a JSON attribute in OTLP, flattened
+    `metadata.*` keys in Phoenix's REST spans), else OpenInference's `graph.node.name`."""
+    a = span.attributes
+    meta = json_or_text(a.get("metadata"))
+    found = langgraph_agent(meta) if isinstance(meta, dict) else langgraph_agent(a)
+    return found or a.get("graph.node.name") or None
 
 
 def agent_of(span: Span, by_id: dict[str, Span]) -> str:
@@ -344,25 +335,31 @@ def _step(span: Span, by_id: dict[str, Span]) -> SourceStep:
     extra = {"trace_id": span.trace_id, "span_name": span.name}
     if span.kind == "tool":
         name = str(a.get("gen_ai.tool.name") or a.get("tool.name") or span.name)
-        result = a.get("gen_ai.tool.call.result", a.get("output.value"))
-        return SourceStep(agent=agent, kind="tool", content=text_of(json_or_text(result)), source_id=span.span_id,
+        result = read_message(a.get("gen_ai.tool.call.result", a.get("output.value")))
+        return SourceStep(agent=agent, kind="tool", content=result.text, source_id=span.span_id, unread=not result.read,
                           tool_calls=[tool_call(name, _tool_arguments(span), a.get("gen_ai.tool.call.id") or a.get("tool_call.id"))],
                           started_at=from_unix_nano(span.start), extra=extra)
     output = messages(span, "output")
     text = "\n".join(text_of(m["content"]) for m in output if m.get("content"))
     calls = [c for m in output for c in m.get("tool_calls", [])]
-    if not output and "output.value" in a:  # an LLM span with only the raw output value
-        raw = json_or_text(a["output.value"])
-        text = text_of(raw.get("content") if isinstance(raw, dict) else raw)
+    unread = any(m.get("unread") for m in output)
+    if "output.value" in a and (not output or not (text or calls)):  # only the raw output (a Responses object, ...)
+        raw = read_message(a["output.value"])
+        text, calls, unread = raw.text, raw.tool_calls, not raw.read
     model = a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name")
     if model:
         extra["model"] = str(model)
-    return SourceStep(agent=agent, kind="agent", content=text, source_id=span.span_id, tool_calls=calls,
+    usage = {k: a[k] for k in ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "llm.token_count.prompt",
+                               "llm.token_count.completion", "llm.cost.total", "gen_ai.usage.cost") if k in a}
+    if usage:
+        extra["usage"] = usage
+    return SourceStep(agent=agent, kind="agent", content=text, source_id=span.span_id, tool_calls=calls, unread=unread,
                       started_at=from_unix_nano(span.start), role="assistant", extra=extra)
 
 
 def _question(root: Span, steps_spans: list[Span]) -> str:
-    question = question_text(json_or_text(root.attributes.get("input.value")))
+    raw = root.attributes.get("input.value", root.attributes.get("gen_ai.input.messages"))
+    question = first_user_text(raw) or (question_text(json_or_text(raw)) if raw is not None else "")
     if question:
         return question
     for span in steps_spans:
@@ -375,14 +372,16 @@ def _question(root: Span, steps_spans: list[Span]) -> str:
 
 def _final_answer(root: Span, steps: list[SourceStep]) -> str | None:
     a = root.attributes
-    for key in ("output.value", "final_result", "gen_ai.tool.call.result"):
+    for key in ("output.value", "final_result", "gen_ai.output.messages", "gen_ai.tool.call.result"):
         if a.get(key) not in (None, ""):
-            return text_of(json_or_text(a[key]))
+            read = read_message(a[key])
+            if read.text:
+                return read.text
     last = next((s for s in reversed(steps) if s.kind == "agent" and s.content), None)
     return None if last is None else last.content
 
 
-def _framework(spans: list[Span]) -> str:
+def _framework(spans: list[Span], default: str = "otlp") -> str:
     scopes = {s.scope for s in spans}
     for scope in scopes:
         if scope in _FRAMEWORK_SCOPES:
@@ -390,7 +389,9 @@ def _framework(spans: list[Span]) -> str:
             if name == "langchain" and any(_langgraph_node(s) for s in spans):
                 return "langgraph"
             return name
-    return next((s.service for s in spans if s.service), None) or "otlp"
+    if any(_langgraph_node(s) for s in spans):
+        return "langgraph"
+    return next((s.service for s in spans if s.service), None) or default
 
 
 def load(data: Any, file: str, framework: str | None = None, benchmark: str | None = None) -> list[Trajectory]:
@@ -398,6 +399,23 @@ def load(data: Any, file: str, framework: str | None = None, benchmark: str | No
     spans = read_spans(data, file)
     if not spans:
         raise InputError(file, "resourceSpans", "holds no span")
+    return from_spans(spans, file, framework, benchmark)
+
+
+def _number(span: Span, *keys: str) -> float:
+    for key in keys:
+        value = span.attributes.get(key)
+        if value not in (None, ""):
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                return 0.0
+    return 0.0
+
+
+def from_spans(spans: list[Span], file: str, framework: str | None = None, benchmark: str | None = None,
+               fmt: str | None = None) -> list[Trajectory]:
+    """Trajectories of spans read from any source (OTLP/JSON, Phoenix's REST span list)."""
     by_id = {s.span_id: s for s in spans}
     by_trace = group(spans, lambda s: s.trace_id)
     sessions: dict[str, list[str]] = {}
@@ -419,17 +437,19 @@ def load(data: Any, file: str, framework: str | None = None, benchmark: str | No
                                                   details={"source": "otlp root span status", "message": status.get("message")})
         llm = [s for s in step_spans if s.kind == "llm"]
         model = next((s.extra["model"] for s in steps if "model" in s.extra), None)
-        prompt_tokens = sum(int(s.attributes.get("gen_ai.usage.input_tokens") or s.attributes.get("llm.token_count.prompt") or 0) for s in llm)
-        completion_tokens = sum(int(s.attributes.get("gen_ai.usage.output_tokens") or s.attributes.get("llm.token_count.completion") or 0) for s in llm)
+        verdicts = [{k[len("rootstep.verdict."):]: v for k, v in s.attributes.items() if k.startswith("rootstep.verdict.")}
+                    for s in members if s.name == "rootstep.verdict"]  # rootstep's own export, sent back into the trace
         out.append(build_trajectory(
-            file, "openinference" if conventions == ["openinference"] else "otlp", steps,
+            file, fmt or ("openinference" if conventions == ["openinference"] else "otlp"), steps,
             trace={"trace_id": trace_ids[0], "trace_ids": trace_ids, "root_span_id": root.span_id,
                    "conversation_id": key.split(":", 1)[1] if key.startswith("conversation:") else None,
-                   "conventions": conventions, "service": root.service},
-            framework=framework or _framework(members), benchmark=benchmark or "imported-traces",
+                   "conventions": conventions, "service": root.service, "rootstep_verdicts": verdicts or None},
+            framework=framework or _framework(members, fmt or "otlp"), benchmark=benchmark or "imported-traces",
             task_id=trace_ids[0], question=_question(root, step_spans), final_answer=_final_answer(root, steps),
             verdict=verdict, model=model, started_at=from_unix_nano(root.start),
             duration_s=max(0.0, (max(s.end for s in members) - root.start) / 1e9),
-            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            prompt_tokens=int(sum(_number(s, "gen_ai.usage.input_tokens", "llm.token_count.prompt") for s in llm)),
+            completion_tokens=int(sum(_number(s, "gen_ai.usage.output_tokens", "llm.token_count.completion") for s in llm)),
+            cost_usd=sum(_number(s, "llm.cost.total", "gen_ai.usage.cost") for s in llm),
         ))
     return out

