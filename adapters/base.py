@@ -155,8 +155,12 @@ class Adapter(ABC):
         return answer_contract(task)
 
     def final_answer(self, task: Task, steps: list[Step], driver_answer: str | None) -> str | None:
-        """The answer Omega judges; by default what the driver reported."""
-        return driver_answer
+        """The answer Omega judges; by default what the driver reported, with the output of the program
+        the framework ran appended when a math or QA answer is code that states no answer of its own
+        (`program_answer`: never a number lifted from the code's text)."""
+        from rootstep.benchmarks._answer import program_answer
+
+        return program_answer(task, driver_answer, steps)
 
     def gateway_rules(self) -> dict[str, Any]:
         """`RunContext` fields that tell the gateway how to attribute this framework's calls to agents
@@ -240,7 +244,18 @@ class Adapter(ABC):
             if target.kind != "agent" or not target.call_ids:
                 raise ValueError(f"step {intervention.step} is a {target.kind} step of {target.agent} with no LLM call: "
                                  "only LLM-produced agent steps can be intervened on")
-            intervention = intervention.model_copy(update={"run_id": recorded_run, "agent": intervention.agent or target.agent})
+            also = []
+            for extra in intervention.also:
+                if not intervention.step < extra.step < len(trajectory.steps):
+                    raise ValueError(f"a joint fix's step {extra.step} must be after step {intervention.step} and "
+                                     f"inside the trajectory (0..{len(trajectory.steps) - 1})")
+                other = trajectory.steps[extra.step]
+                if other.kind != "agent" or not other.call_ids:
+                    raise ValueError(f"joint fix step {extra.step} is a {other.kind} step of {other.agent} with no LLM "
+                                     "call: only LLM-produced agent steps can be intervened on")
+                also.append(extra.model_copy(update={"run_id": recorded_run, "agent": extra.agent or other.agent}))
+            intervention = intervention.model_copy(update={"run_id": recorded_run, "also": also,
+                                                           "agent": intervention.agent or target.agent})
         server = self._server(gateway)
         suffix = "x" if intervention is None else f"s{intervention.step}-{_digest(intervention.model_dump())[:6]}"
         ctx = RunContext(

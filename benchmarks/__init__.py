@@ -34,7 +34,7 @@ from ._registry import (
     verify,
 )
 from ._search import Hit, Paragraph, search, task_search
-from ._suspect import is_suspect, mark_suspect, same_answer, suspect_reason
+from ._suspect import is_suspect, mark_suspect, plain_failure, same_answer, suspect_reason
 
 __all__ = [
     "AnswerContract",
@@ -43,6 +43,7 @@ __all__ = [
     "final_answer_span",
     "is_suspect",
     "mark_suspect",
+    "plain_failure",
     "same_answer",
     "suspect_reason",
     "BenchmarkError",

@@ -24,11 +24,11 @@ answer form (a number, a math expression, a short span, a code block), the exact
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from rootstep.warehouse import Task
+from rootstep.warehouse import Step, Task
 
 SpanMethod = Literal["boxed", "answer_line", "answer_phrase", "whole", "last_line"]
 
@@ -149,6 +149,45 @@ def final_answer_span(text: str) -> tuple[str | None, SpanMethod | Literal["none
     """(the strongest candidate final answer, how it was found), or (None, "none")."""
     spans = answer_spans(text or "")
     return spans[0] if spans else (None, "none")
+
+
+# ------------------------------------------------------------------------------------ code as an answer
+
+_CODE_BLOCK = re.compile(r"```[^\n]*\n.*?(?:```|\Z)|<code>.*?(?:</code>|\Z)", re.DOTALL)
+_EXIT_LINE = re.compile(r"^\s*exit\s*code\s*:?\s*-?\d+[^\n]*\n?", re.IGNORECASE)
+
+
+def without_code(text: str) -> str:
+    """`text` with its fenced (```) and `<code>` blocks removed: the prose around the program."""
+    return _CODE_BLOCK.sub("\n", text)
+
+
+def program_answer(task: Task, final_answer: str | None, steps: Sequence[Step]) -> str | None:
+    """A code-writing team's answer to a math or QA task: what its program printed when the framework ran
+    it, never a number lifted from the code's text.
+
+    When `final_answer` holds a code block and states no answer outside it (no box, `Answer:` line or answer
+    phrase in its prose), the output of the first tool step after the step that gave it (the runner, the
+    executor: its content or observation, a leading `exit code N` line dropped) is appended as
+    `Program output:`; the verifiers read the answer there. Coding tasks, answers without code and answers
+    that state their answer are returned as they are."""
+    text = final_answer or ""
+    if task.kind == "coding" or not _CODE_BLOCK.search(text):
+        return final_answer
+    if any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(without_code(text))):
+        return final_answer
+    stripped = text.strip()
+    gave = next((s for s in reversed(steps) if s.kind == "agent" and stripped and stripped in s.content.strip()), None)
+    if gave is None:
+        return final_answer
+    for step in steps[gave.index + 1:]:
+        if step.kind == "agent":
+            break
+        if step.kind in ("tool", "environment"):
+            output = _EXIT_LINE.sub("", (step.observation or step.content or "").strip(), count=1).strip()
+            if output:
+                return f"{text.rstrip()}\n\nProgram output:\n{output}"
+    return final_answer
 
 
 # ------------------------------------------------------------------------------------ contracts

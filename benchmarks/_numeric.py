@@ -6,7 +6,9 @@ Extraction looks for, in this order, and takes the LAST occurrence of the first 
    or `Answer: x` line (whichever is written last, markdown such as `**Answer:** x` allowed), then the
    text after `the final answer is`; then any answer phrase (`the answer would be`, `answer = `)
    followed by a number;
-3. otherwise the last number anywhere in the text.
+3. otherwise the last number of the text outside its code blocks: a number lifted from a program's text
+   (`... / 60`) is not what the program prints (`rootstep.benchmarks._answer.program_answer` appends the
+   output of the run's program to a code-only answer).
 
 Numbers: `1,000` and `1,000,000` are thousands separators (`1,2` is two numbers); `$18.00` is 18; a
 trailing full stop is punctuation (`18.` is 18); `a/b` written without spaces and `\\frac{a}{b}` are
@@ -23,7 +25,7 @@ from fractions import Fraction
 
 from rootstep.warehouse import Task, Verdict
 
-from ._answer import answer_spans
+from ._answer import answer_spans, without_code
 from ._registry import verifier
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?|\.\d+"
@@ -63,7 +65,9 @@ def parse_number(text: str) -> Fraction | None:
 
 def extract_number(text: str) -> tuple[Fraction | None, str, str]:
     """(value, the text it came from, method) — method is `####`, `boxed`, `answer_line`, `answer_phrase` or
-    `last_number` (see the module docstring)."""
+    `last_number` (see the module docstring). Code blocks are left out: a number (or a `# Answer: 60`
+    comment) in a program's text is not its answer; what it prints is."""
+    text = without_code(text)
     if "####" in text:
         tail = text.rsplit("####", 1)[1].strip().splitlines()
         tokens = _number_tokens(tail[0]) if tail else []

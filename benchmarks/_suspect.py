@@ -5,11 +5,13 @@ A counterfactual label says an agent's content was wrong. When the verifier coul
 answer, re-formatted) and verifies a false label. Two checks stop that, both pure functions of the task,
 the texts and the verifier (`verify(task, text) -> Verdict`):
 
-* `suspect_reason(task, final_answer, steps, verdict, verify)`, for a failed run: the verifier found no
-  answer in a non-empty final answer, or the final answer (or the last agent step, which gives it) states
-  the reference answer in a final-answer position (`Answer:` line, box, answer phrase, bare last line)
-  that the verifier did not take. The reason is kept in `verdict.details["suspect"]`; such failures are
-  not sent to counterfactual search unless asked.
+* `suspect_reason(task, final_answer, steps, verdict, verify)`, for a failed run, only with evidence: the
+  final answer (or the last agent step, which gives it) states the reference answer in a final-answer
+  position (`Answer:` line, box, answer phrase, bare last line; with no answer read, its last number)
+  that the verifier did not take, or (code) the last agent step holds another program that passes. The
+  reason is kept in `verdict.details["suspect"]`; such failures are not sent to counterfactual search
+  unless asked. No answer, no code, or code that does not compile is a plain failure
+  (`plain_failure`, kept in `verdict.details["failure"]`) and searched like any other.
 * `same_answer(task, original, fix, verify)`, for a fix: the fix states the same answer (or, for code, the
   same program) as the step it replaces, so a replay that succeeds with it proves the check, not an
   agent, was wrong.
@@ -23,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from rootstep.warehouse import Step, Task, Verdict
 
-from ._answer import answer_spans
+from ._answer import _bare_answer_line, answer_spans
 from ._code import extract_code
 
 Verify = Callable[[Task, "str | None"], Verdict]
@@ -73,14 +75,37 @@ def _verify_quietly(verify: Verify, task: Task, text: str) -> Verdict | None:
         return None
 
 
+def plain_failure(task: Task, final_answer: str | None, verdict: Verdict) -> str | None:
+    """Why a failed verdict is a plain failure of the team's output, or None: no answer at all, no code, or
+    code that does not compile. Such a failure is searched like any other (it is not the verifier's
+    misreading unless the run holds an accepted answer elsewhere: `suspect_reason`)."""
+    if verdict.success:
+        return None
+    text = final_answer or ""
+    if not text.strip():
+        return "the final answer is empty"
+    if _is_code(task):
+        if code_key(text, task.metadata.get("entry_point")) is not None:
+            return None
+        code, how = extract_code(text, task.metadata.get("entry_point"))
+        if how.startswith("raw text") and "def " not in code:
+            return "no code in the final answer"
+        return "the code in the final answer does not compile"
+    details = verdict.details or {}
+    if str(details.get("reason") or "") in _NO_ANSWER_REASONS or details.get("method") == "none":
+        return f"no answer in the final answer ({details.get('reason') or 'method none'})"
+    return None
+
+
 def suspect_reason(task: Task, final_answer: str | None, steps: Sequence[Step], verdict: Verdict,
                    verify: Verify) -> str | None:
     """Why the failed `verdict` may be the verifier's misreading of a right answer, or None.
 
-    Code tasks: the verifier found no code in a non-empty final answer, or the last agent step holds a
-    different program that passes. Other tasks: the verifier found no answer in a non-empty final answer,
-    or a candidate final answer of the final answer or of the last agent step is judged right by the
-    verifier itself (so a right answer was there and another span was taken).
+    Suspect only with evidence: the run holds an answer the verifier accepts in another place or form.
+    Code tasks: the last agent step holds a different program that passes. Other tasks: a candidate final
+    answer of the final answer or of the last agent step (with no answer found: their last number too) is
+    judged right by the verifier itself, so a right answer was there and another span, or none, was taken.
+    No answer, no code, or code that does not compile is a plain failure (`plain_failure`), not suspect.
     """
     if verdict.success or not (final_answer or "").strip():
         return None
@@ -88,25 +113,25 @@ def suspect_reason(task: Task, final_answer: str | None, steps: Sequence[Step], 
     last_agent = next((s for s in reversed(steps) if s.kind == "agent" and s.content.strip()), None)
     if _is_code(task):
         entry_point = task.metadata.get("entry_point")
-        if code_key(final_answer or "", entry_point) is None:
-            return "the verifier found no code in the final answer"
         if last_agent is not None:
             mine = code_key(last_agent.content, entry_point)
             if mine is not None and mine != code_key(final_answer or "", entry_point):
                 passed = _verify_quietly(verify, task, last_agent.content)
                 if passed is not None and passed.success:
+                    final_has = code_key(final_answer or "", entry_point) is not None
                     return (f"step {last_agent.index} ({last_agent.agent}) holds a program that passes the tests, "
-                            "but the final answer holds another one")
+                            f"but the final answer holds {'another one' if final_has else 'no program'}")
         return None
-    if str(details.get("reason") or "") in _NO_ANSWER_REASONS or details.get("method") == "none":
-        return f"the verifier found no answer in the final answer ({details.get('reason') or 'method none'})"
+    unread = str(details.get("reason") or "") in _NO_ANSWER_REASONS or details.get("method") == "none"
     places = [("the final answer", final_answer or "")]
     if last_agent is not None and last_agent.content.strip() != (final_answer or "").strip():
         places.append((f"step {last_agent.index} ({last_agent.agent})", last_agent.content))
     taken = str(details.get("extracted") or "")
     for where, text in places:
-        found = right_answer_in(task, text, verify, skip=taken)
+        found = right_answer_in(task, text, verify, skip=taken, last_number=unread)
         if found is not None:
+            if unread:
+                return f"the verifier found no answer, but {where} states the reference answer ({found})"
             return (f"{where} states the reference answer in a final-answer position ({found})"
                     + (f", but the verifier took {taken!r}" if taken else ""))
     return None
@@ -160,14 +185,56 @@ def same_answer(task: Task, original: str, fix: str, verify: Verify) -> str | No
     return None
 
 
+def gives_answer(task: Task, text: str) -> bool:
+    """Whether `text` states an answer to the task: code (code tasks), or a final-answer span (a box, an
+    `Answer:` line, an answer phrase, GSM8K's `####`, a bare value as the last line). A plan, a delegation,
+    a review or a partial computation states none."""
+    if _is_code(task):
+        return code_key(text, task.metadata.get("entry_point")) is not None
+    return "####" in text or any(method != "whole" or _bare_answer_line(span) for span, method in answer_spans(text))
+
+
+def answer_leak(task: Task, original: str, fix: str, verify: Verify) -> str | None:
+    """Why `fix` hands over the answer, or None: the step it replaces states no answer to the task (see
+    `gives_answer`), but the fix states the reference answer, as the task's verifier reads it (any
+    candidate span or the last number; code: a program that passes the tests). Correcting a step that
+    itself gave a (wrong) answer is legitimate and never a leak."""
+    last_number = not _is_code(task)
+    if gives_answer(task, original) or right_answer_in(task, original, verify, last_number=last_number) is not None:
+        return None  # it gave an answer (correcting it is legitimate), or the right one already (re-formatting)
+    found = right_answer_in(task, fix, verify, last_number=last_number)
+    if found is None:
+        return None
+    return (f"the step states no answer to the task (a plan, a delegation, a partial computation or a review), but "
+            f"the fix states the reference answer ({found}): a fix must correct the step's own work, not hand over "
+            "the answer")
+
+
+def planted_answer(task: Task, original: str, corruption: str, verify: Verify) -> str | None:
+    """The mirror of `answer_leak` for fault injection: why `corruption` writes a wrong final answer into a
+    step that gave none (so the flip would come from a planted answer, not from a mistake in the step's
+    own work), or None."""
+    if gives_answer(task, original) or not gives_answer(task, corruption):
+        return None
+    if right_answer_in(task, corruption, verify) is not None:
+        return None
+    what = "a program" if _is_code(task) else "a final answer"
+    return (f"the step states no answer to the task, but the corruption writes {what} into it: corrupt the step's "
+            "own work instead")
+
+
 def mark_suspect(task: Task, final_answer: str | None, steps: Sequence[Step], verdict: Verdict,
                  verify: Verify) -> Verdict:
-    """`verdict` with `details["suspect"]` set when `suspect_reason` finds one (a success is returned as is)."""
+    """`verdict` with `details["suspect"]` set when `suspect_reason` finds one, else `details["failure"]` when
+    `plain_failure` names one (a success is returned as is)."""
     if verdict.success:
         return verdict
     reason = suspect_reason(task, final_answer, steps, verdict, verify)
     if reason is None:
-        return verdict
+        failure = plain_failure(task, final_answer, verdict)
+        if failure is None:
+            return verdict
+        return verdict.model_copy(update={"details": {**verdict.details, "failure": failure}})
     return verdict.model_copy(update={"details": {**verdict.details, "suspect": reason}})
 
 

@@ -8,16 +8,18 @@ or a simulation).
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import time
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.warehouse import Intervention, Replay, ReplayPurpose, Step, Trajectory, Verdict
+from rootstep.warehouse import Intervention, LLMCall, Replay, ReplayPurpose, Step, Trajectory, Verdict
 
 from ._budget import Meter
+from ._confidence import Effect, effect
 
 T = TypeVar("T")
 
@@ -220,7 +222,10 @@ def try_intervention(
     trajectory's own verdict.
     """
     started = time.perf_counter()
-    meter.replays += 1
+    if intervention.kind == "control":
+        meter.control_replays += 1
+    else:
+        meter.replays += 1
     result: Trajectory | None = None
     verdict: Verdict | None = None
     try:
@@ -336,3 +341,138 @@ def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **
         return result, verdict if verdict is not None else Verdict(success=False), cost
 
     return replay
+
+
+# ------------------------------------------------------------------------------------ controls
+
+
+DETERMINISTIC_PROVIDERS = ("local", "scripted")
+"""Providers whose answer is a function of the request at temperature 0: the local llama.cpp model and
+scripted models. A cached response (`mode == "cached"`) is deterministic whatever its provider."""
+
+Deterministic = Callable[[int], "str | None"]
+"""`step -> why` a control replay of `step` would reproduce the recorded run exactly (no live call
+needed), or None when its later calls are sampled."""
+
+
+def proven_identical(recorded: Sequence[LLMCall], step: Step) -> str | None:
+    """Why a control replay of `step` (its recorded response forced, everything after it live) must
+    reproduce the recording: every recorded call after the step's own was answered deterministically
+    (a cached response, or temperature 0 on a deterministic provider). Then the same requests come
+    again and get the same answers, so the control is the recorded run. None when any later call was
+    sampled (or the step's call is not in the recording)."""
+    ids = set(step.call_ids)
+    recorded = sorted(recorded, key=lambda c: c.created_at)  # answer order (a warehouse read is unordered)
+    positions = [i for i, c in enumerate(recorded) if c.id in ids or (not ids and c.step_index == step.index)]
+    if not positions:
+        return None
+    later = list(recorded[positions[-1] + 1:])
+    for c in later:
+        temperature = (c.request or {}).get("temperature")
+        if c.mode == "cached":
+            continue
+        if c.provider in DETERMINISTIC_PROVIDERS and temperature is not None and float(temperature) == 0.0:
+            continue
+        return None
+    providers = sorted({c.provider for c in later})
+    return (f"the {len(later)} recorded call(s) after step {step.index} were answered deterministically "
+            f"(temperature 0 on {', '.join(providers) or 'no provider'}, or cached): the control replays the recording")
+
+
+class FlipCheck(BaseModel):
+    """One flip put to the test: the intervention's replays (repeats) and the controls beside them."""
+
+    repeats: list[Replay] = Field(default_factory=list)
+    """Further replays with the intervention (`--repeats N` gives N - 1 of them; the first is the attempt's)."""
+    controls: list[Replay] = Field(default_factory=list)
+    """Control replays that ran (the step forced unchanged)."""
+    proven_identical: int = 0
+    """Controls not replayed because the provider is deterministic for them (`proven_why`)."""
+    proven_why: str | None = None
+    effect: Effect
+    causal: bool
+    why_not: str | None = None
+    """Why the flip is not the intervention's effect (`not_causal`)."""
+
+    def summary(self) -> dict[str, Any]:
+        """What the label's metadata keeps."""
+        return {"flips": self.effect.flips, "trials": self.effect.trials,
+                "control_flips": self.effect.control_flips, "control_trials": self.effect.control_trials,
+                "controls_replayed": [r.id for r in self.controls], "controls_proven_identical": self.proven_identical,
+                "proven_identical_because": self.proven_why, "repeat_replays": [r.id for r in self.repeats],
+                "difference": self.effect.difference, "interval": [self.effect.low, self.effect.high],
+                "confidence": self.effect.confidence}
+
+
+def check_flip(
+    trajectory: Trajectory,
+    intervention: Intervention,
+    flipped: Callable[[Replay, "Verdict | None"], "bool | None"],
+    replay: ReplayFn,
+    meter: Meter,
+    purpose: ReplayPurpose,
+    *,
+    controls: int = 1,
+    repeats: int = 1,
+    deterministic: str | None = None,
+    success_before: bool | None = None,
+) -> FlipCheck:
+    """Is a flip seen with `intervention` (its first replay, which the caller judged) the intervention's effect?
+
+    The intervention is replayed `repeats - 1` more times and the step left as recorded (a `control`
+    intervention: its recorded response forced, the rest live, as in the intervention's replay)
+    `controls * repeats` times. `flipped(row, verdict)` judges each replay (None: it decided nothing).
+    The flip is causal when most intervention replays flip and fewer than half of the decided controls do;
+    a control that flips as well shows a re-roll. With `deterministic` (why the later calls are answered
+    the same every time: `proven_identical`) no control is replayed: each is recorded as proven identical
+    to the recorded run, which did not flip. Controls and repeats always run once a flip is seen (they are
+    the label's proof); they count in the meter's replays, controls apart (`Meter.control_replays`).
+    """
+    outcomes: list[bool | None] = [True]  # the caller's replay, which flipped
+    repeat_rows: list[Replay] = []
+    for _ in range(max(repeats, 1) - 1):
+        row, _result, verdict = try_intervention(trajectory, intervention, replay, meter, purpose, success_before)
+        repeat_rows.append(row)
+        outcomes.append(flipped(row, verdict))
+    step = trajectory.steps[intervention.step]
+    wanted = max(controls, 0) * max(repeats, 1)
+    control_rows: list[Replay] = []
+    control_outcomes: list[bool | None] = []
+    proven = 0
+    if deterministic is not None:
+        proven = wanted
+    else:
+        control = Intervention(run_id=intervention.run_id, step=intervention.step, new_content=step.content,
+                               kind="control", agent=step.agent)
+        for _ in range(wanted):
+            row, _result, verdict = try_intervention(trajectory, control, replay, meter, purpose, success_before)
+            control_rows.append(row)
+            control_outcomes.append(flipped(row, verdict))
+    decided = [o for o in outcomes if o is not None]
+    decided_controls = [o for o in control_outcomes if o is not None]
+    flips, trials = sum(decided), len(decided)
+    control_flips, control_trials = sum(decided_controls), len(decided_controls) + proven
+    result = effect(flips, trials, control_flips, control_trials, controls_exact=proven > 0 and not control_rows)
+    why_not = None
+    if 2 * flips <= trials:
+        why_not = f"the intervention flipped the run in {flips} of {trials} replays"
+    elif wanted and control_trials == 0:
+        why_not = "no control replay decided anything (each raised or diverged)"
+    elif control_trials and 2 * control_flips >= control_trials:
+        why_not = (f"the run flipped without the intervention too: {control_flips} of {control_trials} control "
+                   "replays (the step unchanged) flipped, so the flip is a re-roll")
+    return FlipCheck(repeats=repeat_rows, controls=control_rows, proven_identical=proven,
+                     proven_why=deterministic, effect=result, causal=why_not is None, why_not=why_not)
+
+
+def edit_size(original: str, new: str) -> dict[str, Any]:
+    """How much a fix or corruption changed its step: characters and lines changed (inserted, deleted or
+    replaced, whichever side is longer per change), their share of the step, and the length ratio."""
+    def changed(a: Sequence[Any], b: Sequence[Any]) -> int:
+        matcher = difflib.SequenceMatcher(None, a, b, autojunk=len(a) + len(b) > 20_000)
+        return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
+
+    chars = changed(original, new)
+    return {"chars_changed": chars, "lines_changed": changed(original.splitlines(), new.splitlines()),
+            "share": round(chars / max(len(original), len(new), 1), 3),
+            "growth": round(len(new) / max(len(original), 1), 2)}

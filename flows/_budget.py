@@ -18,16 +18,17 @@ from rootstep.warehouse import Cost
 class Budget(BaseModel):
     """Limits for one counterfactual search or one fault injection; `None` means unbounded.
 
-    A search stops as soon as one limit is reached; what it found up to then stands (a verified label
-    stays verified, with a note that earlier steps were not all tried).
+    A search stops as soon as one limit is reached; what it found up to then stands, but a flip whose
+    earlier agent steps were not all tested or cleared is `unproven_earliest`, not a label.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    max_replays: int = Field(default=8, ge=0)
-    """Re-simulations tried (each is one `Replay` row)."""
-    max_llm_calls: int = Field(default=24, ge=0)
-    """Calls to the analyzer / perturber, re-asks included."""
+    max_replays: int | None = Field(default=None, ge=0)
+    """Re-simulations tried (each is one `Replay` row; controls and repeats of a flip are not counted here).
+    None: what the run's length needs (`for_run`): every agent step once, the ranked candidates, a joint fix."""
+    max_llm_calls: int | None = Field(default=None, ge=0)
+    """Calls to the analyzer / perturber, re-asks included. None: sized to the run (`for_run`)."""
     max_reasks: int = Field(default=2, ge=0)
     """Re-asks after an invalid answer, per proposal (the problem is stated in the re-ask)."""
     max_candidates: int = Field(default=3, ge=1)
@@ -36,6 +37,16 @@ class Budget(BaseModel):
     """Live LLM calls made by replays (recorded prefix calls are free and do not count)."""
     max_seconds: float | None = Field(default=None, gt=0)
     """Wall time of the whole search."""
+
+
+    def for_run(self, agent_steps: int) -> "Budget":
+        """This budget with `None` limits sized to a run of `agent_steps` agent steps: a replay for each
+        ranked candidate, each agent step (the earlier-steps scan) and one joint fix; an analyzer call per
+        step and candidate plus one re-ask each. An earliest step can then always be established."""
+        replays = self.max_replays if self.max_replays is not None else self.max_candidates + agent_steps + 1
+        calls = self.max_llm_calls if self.max_llm_calls is not None else (
+            (self.max_candidates + agent_steps) * (1 + min(self.max_reasks, 1)))
+        return self.model_copy(update={"max_replays": replays, "max_llm_calls": calls})
 
 
 @dataclass
@@ -47,6 +58,9 @@ class Meter:
     llm_tokens: int = 0
     llm_usd: float = 0.0
     replays: int = 0
+    control_replays: int = 0
+    """Control replays (the step unchanged): the proof of a flip, not a search move; not held against
+    `max_replays`, but counted in the label's cost."""
     live_calls: int = 0
     replayed_calls: int = 0
     replay_tokens: int = 0
@@ -67,13 +81,13 @@ class Meter:
 
     def cannot_ask(self) -> str | None:
         """Why no further analyzer/perturber call may be made, or None."""
-        if self.llm_calls >= self.budget.max_llm_calls:
+        if self.budget.max_llm_calls is not None and self.llm_calls >= self.budget.max_llm_calls:
             return f"LLM-call budget of {self.budget.max_llm_calls} spent"
         return self._common()
 
     def cannot_replay(self) -> str | None:
         """Why no further replay may be tried, or None."""
-        if self.replays >= self.budget.max_replays:
+        if self.budget.max_replays is not None and self.replays >= self.budget.max_replays:
             return f"replay budget of {self.budget.max_replays} spent"
         return self._common()
 
@@ -84,5 +98,5 @@ class Meter:
             tokens=self.llm_tokens + self.replay_tokens,
             usd=round(self.llm_usd + self.replay_usd, 10),
             seconds=round(self.seconds, 6),
-            replays=self.replays,
+            replays=self.replays + self.control_replays,
         )

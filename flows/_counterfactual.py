@@ -22,12 +22,12 @@ agent step from step 0, each re-simulated, no ranking and no "this step is fine"
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.benchmarks._suspect import Verify, is_suspect, right_answer_in, same_answer
+from rootstep.benchmarks._suspect import Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
 from rootstep.prompts import render
 from rootstep.tracers._parse import match_agent
 from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
@@ -35,10 +35,14 @@ from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step,
 from ._attempt import (
     Asked,
     ChatLike,
+    Deterministic,
+    FlipCheck,
     ReplayFn,
     answer_step,
     as_index,
     ask_valid,
+    check_flip,
+    edit_size,
     json_object,
     model_name,
     same_text,
@@ -83,7 +87,7 @@ class Diagnosis(BaseModel):
     tool_calls: list[dict[str, Any]] | None = None
     declined: bool = False
     """Step-specific prompt only: the analyzer judged the step correct (nothing to replay)."""
-    source: Literal["ranked", "earlier", "sequential", "prior"] = "ranked"
+    source: Literal["ranked", "earlier", "sequential", "prior", "joint"] = "ranked"
 
 
 class NoAgentError(BaseModel):
@@ -105,11 +109,36 @@ class Attempt(BaseModel):
     replay: Replay
     presentation_only: str | None = None
     """Why the fix only re-formatted the step's own answer (`same_answer`): such a success verifies nothing."""
+    joint: list[Diagnosis] = Field(default_factory=list)
+    """A joint fix: the further, later steps fixed in the same replay (`diagnosis` is the earliest)."""
+    check: FlipCheck | None = None
+    """Repeats and controls of a success (`check_flip`): the flip is causal only when the controls fail."""
+    edit: dict[str, Any] = Field(default_factory=dict)
+    """The fix's size (`edit_size`) and whether it states an answer the step did not (`adds_answer`)."""
+    repeated: bool = False
+    """The fixed replay failed with the run's original final answer: later agents carried the error on."""
+
+    @property
+    def flipped(self) -> bool:
+        """The replay succeeded with a fix that changed the agent's work (before the controls)."""
+        return self.replay.success_after is True and self.presentation_only is None
 
     @property
     def success(self) -> bool:
-        """The replay succeeded with a fix that changed the agent's work (a label candidate)."""
-        return self.replay.success_after is True and self.presentation_only is None
+        """A flip that the controls confirm (a label candidate)."""
+        return self.flipped and (self.check is None or self.check.causal)
+
+    @property
+    def not_causal(self) -> str | None:
+        return self.check.why_not if self.flipped and self.check is not None else None
+
+    @property
+    def steps(self) -> list[int]:
+        return [self.diagnosis.step, *(d.step for d in self.joint)]
+
+    def rows(self) -> list[Replay]:
+        """This attempt's replays: the fix, its repeats, the controls."""
+        return [self.replay] + ([] if self.check is None else self.check.repeats + self.check.controls)
 
 
 class CounterfactualResult(BaseModel):
@@ -172,6 +201,7 @@ def validate_diagnosis(
     expect_step: int | None = None,
     may_decline: bool = False,
     tested: set[tuple[int, str]] | None = None,
+    leak: Callable[[Step, str], str | None] | None = None,
 ) -> tuple[Diagnosis | NoAgentError | None, str | None]:
     """Parse and check an analyzer answer; `(Diagnosis, None)` or `(None, the problem to state)`.
 
@@ -180,7 +210,9 @@ def validate_diagnosis(
     (with `may_decline`) `fix_needed: false` is a valid decline;
     the step is an integer, is `expect_step` when given, exists and is an agent step; the agent is the
     one who took it (case and punctuation ignored); the fix is non-empty, differs from the step as
-    recorded (an unchanged step would replay the same failure) and was not tested already.
+    recorded (an unchanged step would replay the same failure) and was not tested already; with `leak`
+    (`answer_leak` over the task), the fix does not hand over the reference answer at a step that gave
+    none (the problem then starts with `answer_leak:`).
     """
     data, problem = json_object(answer)
     if data is None:
@@ -218,6 +250,9 @@ def validate_diagnosis(
         return None, f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
     if tested and (step.index, " ".join(fix.split())) in tested and tool_calls is None:
         return None, f"this exact fix of step {step.index} was already tested and the run still failed"
+    leaked = leak(step, fix) if leak is not None and fix.strip() else None
+    if leaked is not None:
+        return None, f"answer_leak: {leaked}"
     return Diagnosis(step=step.index, agent=step.agent, reason=str(data.get("reason") or ""), fix=fix,
                      tool_calls=tool_calls), None
 
@@ -226,7 +261,8 @@ class _Search:
     """State shared by the phases of one search."""
 
     def __init__(self, trajectory: Trajectory, verdict: Verdict | None, context: TaskContext, analyzer: ChatLike,
-                 replay: ReplayFn, budget: Budget, max_prompt_chars: int, verify: Verify | None = None):
+                 replay: ReplayFn, budget: Budget, max_prompt_chars: int, verify: Verify | None = None,
+                 controls: int = 1, repeats: int = 1, deterministic: Deterministic | None = None):
         if not trajectory.steps:
             raise ValueError(f"run {trajectory.id} has no steps to correct")
         verdict = verdict if verdict is not None else trajectory.verdict
@@ -240,7 +276,8 @@ class _Search:
         self.success_before = None if verdict is None else verdict.success
         self.analyzer = analyzer
         self.replay = replay
-        self.meter = Meter(budget)
+        self.meter = Meter(budget.for_run(sum(1 for s in trajectory.steps if s.kind == "agent")))
+        self.controls, self.repeats, self.deterministic = controls, repeats, deterministic
         feedback = verdict_feedback(verdict)
         if context.feedback:
             feedback += "\n" + context.feedback
@@ -265,7 +302,8 @@ class _Search:
             if a.success:
                 continue
             r = a.replay
-            outcome = ("replay diverged from the recording" if r.divergence else
+            outcome = (f"the run succeeded with the fix, but {a.not_causal}: not shown to be the cause" if a.not_causal else
+                       "replay diverged from the recording" if r.divergence else
                        f"the replay could not run (infrastructure error, not a verdict on the fix; it may be "
                        f"proposed again): {r.error[:200]}" if r.error else
                        f"the run succeeded, but {a.presentation_only}: not accepted, a fix must correct the agent's "
@@ -275,9 +313,19 @@ class _Search:
         return out
 
     def decided(self) -> list[Attempt]:
-        """Attempts whose replay decided something (one that raised, an infrastructure error, did not:
-        its fix may be proposed and replayed again)."""
-        return [a for a in self.attempts if a.replay.error is None]
+        """Single-step attempts whose replay decided something (one that raised, an infrastructure error,
+        did not: its fix may be proposed and replayed again)."""
+        return [a for a in self.attempts if a.replay.error is None and not a.joint]
+
+    def leak(self, step: Step, fix: str) -> str | None:
+        """`answer_leak` over the task (None without a task and verifier). The step that gave the run's final
+        answer gave an answer, whatever its form (a coder's prose instead of code is a wrong answer)."""
+        if self.task is None or self.verify is None:
+            return None
+        final = answer_step(self.trajectory)
+        if final is not None and final.index == step.index:
+            return None
+        return answer_leak(self.task, step.content, fix, self.verify)
 
     def tested(self) -> set[tuple[int, str]]:
         return {(a.diagnosis.step, " ".join(a.diagnosis.fix.split())) for a in self.decided()}
@@ -290,7 +338,7 @@ class _Search:
         return ask_valid(
             self.analyzer,
             lambda prev, problem: render("analyzer.j2", **self.base, failed=failed, previous_answer=prev, problem=problem),
-            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested),
+            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, leak=self.leak),
             self.meter, self.asked, "analyzer.j2",
         )
 
@@ -302,7 +350,7 @@ class _Search:
             lambda prev, problem: render("analyzer_at_step.j2", **self.base, failed=failed, step=shown,
                                          require_fix=require_fix, previous_answer=prev, problem=problem),
             lambda answer: validate_diagnosis(self.trajectory, answer, expect_step=step.index,
-                                              may_decline=not require_fix, tested=tested),
+                                              may_decline=not require_fix, tested=tested, leak=self.leak),
             self.meter, self.asked, "analyzer_at_step.j2",
         )
         if diagnosis is not None:
@@ -311,15 +359,27 @@ class _Search:
 
     # -------------------------------------------------------------- replays
 
-    def attempt(self, diagnosis: Diagnosis) -> Attempt:
-        intervention = Intervention(run_id=self.trajectory.id, step=diagnosis.step, new_content=diagnosis.fix,
-                                    kind="fix", agent=diagnosis.agent, tool_calls=diagnosis.tool_calls)
+    def attempt(self, diagnosis: Diagnosis, joint: Sequence[Diagnosis] = ()) -> Attempt:
+        def fix(d: Diagnosis) -> Intervention:
+            return Intervention(run_id=self.trajectory.id, step=d.step, new_content=d.fix, kind="fix", agent=d.agent,
+                                tool_calls=d.tool_calls)
+
+        intervention = fix(diagnosis).model_copy(update={"also": [fix(d) for d in joint]})
         row, result, verdict = try_intervention(self.trajectory, intervention, self.replay, self.meter, "counterfactual",
                                                   self.success_before)
-        attempt = Attempt(diagnosis=diagnosis, replay=row)
-        if row.success_after is True and self.task is not None and self.verify is not None:
-            original = self.trajectory.steps[diagnosis.step].content
+        original = self.trajectory.steps[diagnosis.step].content
+        attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint), edit=edit_size(original, diagnosis.fix))
+        if self.task is not None:
+            attempt.edit["adds_answer"] = gives_answer(self.task, diagnosis.fix) and not gives_answer(self.task, original)
+        attempt.repeated = (row.success_after is False and result is not None
+                            and same_text(result.final_answer or "", self.trajectory.final_answer or ""))
+        if row.success_after is True and self.task is not None and self.verify is not None and not joint:
             attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify)
+        if attempt.flipped:
+            attempt.check = check_flip(
+                self.trajectory, intervention, lambda r, v: r.success_after, self.replay, self.meter, "counterfactual",
+                controls=self.controls, repeats=self.repeats, success_before=self.success_before,
+                deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step))
         self.attempts.append(attempt)
         if attempt.success and (self.best is None or diagnosis.step < self.best.diagnosis.step):
             self.best, self.fixed_run = attempt, result
@@ -389,6 +449,35 @@ class _Search:
             if self.attempt(diagnosis).success:
                 return
 
+    def joint(self) -> None:
+        """Several causes: when fixes at two or more erring steps before the label (any steps when nothing
+        flipped) each failed with the run's original final answer (`repeated`: the later agents repeated the
+        error), replay them all at once. A
+        joint flip that the controls confirm is a multi-step label (the set; the earliest step primary),
+        and it replaces a single-step label on a later step (the last aggregator's)."""
+        if self.no_agent_error is not None:
+            return
+        limit = self.best.diagnosis.step if self.best is not None else len(self.trajectory.steps)
+        erring: dict[int, Diagnosis] = {}
+        for a in self.decided():
+            if a.repeated and a.diagnosis.step < limit:
+                erring[a.diagnosis.step] = a.diagnosis  # the last fix tried at that step
+        if len(erring) < 2:
+            return
+        stop = self.meter.cannot_replay()
+        if stop:
+            self.notes.append(f"joint fix of steps {sorted(erring)} not tried: {stop}")
+            return
+        first, *rest = [erring[i].model_copy(update={"source": "joint"}) for i in sorted(erring)]
+        self.attempt(first, rest)
+
+    def open_earlier(self, step: int) -> list[int]:
+        """Agent steps before `step` that were neither replayed with a fix that decided something nor judged
+        correct by the analyzer: while any remain, `step` is not established as the earliest."""
+        closed = ({a.diagnosis.step for a in self.decided() if a.replay.success_after is not None and not a.success}
+                  | {d.step for d in self.declined})
+        return [s.index for s in self.trajectory.steps[:step] if s.kind == "agent" and s.index not in closed]
+
     def reformatted_answer(self) -> Attempt | None:
         """A presentation-only success that shows the check, not an agent, was wrong: on the step that gives
         the run's final answer (`answer_step`), or on any step when the verdict was already suspect. (A
@@ -403,14 +492,21 @@ class _Search:
 
     def result(self, search: SearchName) -> CounterfactualResult:
         t = self.trajectory
-        replays = [a.replay for a in self.attempts]
+        replays = [r for a in self.attempts for r in a.rows()]
+        leaks = [x for x in self.asked if (x.problem or "").startswith("answer_leak:")]
         evidence_notes = [
-            f"step {a.diagnosis.step} ({a.diagnosis.agent}, {a.diagnosis.source}): "
-            + ("succeeded" if a.success else f"succeeded, not accepted: {a.presentation_only}" if a.presentation_only
+            ("steps " + "+".join(map(str, a.steps)) if a.joint else f"step {a.diagnosis.step}")
+            + f" ({a.diagnosis.agent}, {a.diagnosis.source}): "
+            + ("succeeded" if a.success else f"succeeded, not causal: {a.not_causal}" if a.not_causal
+               else f"succeeded, not accepted: {a.presentation_only}" if a.presentation_only
                else "diverged" if a.replay.divergence else "replay error" if a.replay.error else "still failed")
             + f" [{a.replay.id}]"
+            + (f"; controls: {a.check.effect.control_flips}/{a.check.effect.control_trials} flipped"
+               + (f" ({a.check.proven_identical} proven identical: {a.check.proven_why})" if a.check.proven_identical else "")
+               if a.check is not None else "")
             for a in self.attempts
-        ] + [f"step {d.step} ({d.agent}): judged correct by the analyzer" for d in self.declined] + self.notes
+        ] + [f"step {d.step} ({d.agent}): judged correct by the analyzer" for d in self.declined] + [
+            f"answer_leak rejected: {x.problem[len('answer_leak: '):]}" for x in leaks] + self.notes
         metadata: dict[str, Any] = {
             "search": search,
             "attempted_steps": [a.diagnosis.step for a in self.attempts],
@@ -418,6 +514,11 @@ class _Search:
             "analyzer_calls": self.meter.llm_calls,
             "live_calls": self.meter.live_calls,
             "replayed_calls": self.meter.replayed_calls,
+            "control_replays": self.meter.control_replays,
+            "controls": self.controls,
+            "repeats": self.repeats,
+            "answer_leaks": len(leaks),
+            "not_causal_steps": [a.diagnosis.step for a in self.attempts if a.not_causal],
         }
         common = dict(run_id=t.id, framework=t.framework, benchmark=t.benchmark, method="counterfactual",
                       annotator=model_name(self.analyzer, "analyzer"), cost=self.meter.cost())
@@ -449,11 +550,32 @@ class _Search:
             )
         elif self.best is not None:
             best = self.best
-            metadata.update(proof_replay_id=best.replay.id, fixed_run_id=best.replay.result_run_id)
+            assert best.check is not None
+            open_steps = self.open_earlier(best.diagnosis.step)
+            metadata.update(proof_replay_id=best.replay.id, fixed_run_id=best.replay.result_run_id,
+                            steps=best.steps, agents=[best.diagnosis.agent, *(d.agent for d in best.joint)],
+                            multi_step=bool(best.joint), edit=best.edit, flip_check=best.check.summary(),
+                            confidence=best.check.effect.confidence, untested_earlier=open_steps,
+                            earliest="established" if not open_steps else "unproven")
+            fix = best.diagnosis.fix if not best.joint else "\n\n".join(
+                f"[step {d.step}, {d.agent}]\n{d.fix}" for d in [best.diagnosis, *best.joint])
+            if open_steps:
+                evidence_notes.append(f"earliest not established: agent step(s) {open_steps} before step "
+                                      f"{best.diagnosis.step} were neither tested nor judged correct")
             annotation = Annotation(
-                **common, agent=best.diagnosis.agent, step=best.diagnosis.step, verified=True,
-                evidence=Evidence(reason=best.diagnosis.reason, fix=best.diagnosis.fix,
+                **common, agent=best.diagnosis.agent, step=best.diagnosis.step, verified=not open_steps,
+                status="labelled" if not open_steps else "unproven_earliest",
+                evidence=Evidence(reason=best.diagnosis.reason, fix=fix,
                                   replay_ids=[r.id for r in replays], notes=evidence_notes),
+                metadata=metadata,
+            )
+        elif (a := next((x for x in self.attempts if x.not_causal), None)) is not None:
+            metadata.update(outcome="not_causal", proof_replay_id=a.replay.id, steps=a.steps,
+                            flip_check=None if a.check is None else a.check.summary())
+            annotation = Annotation(
+                **common, status="not_causal", verified=False, agent=a.diagnosis.agent, step=a.diagnosis.step,
+                evidence=Evidence(reason=f"a fix at step {a.diagnosis.step} flipped the run, but {a.not_causal}",
+                                  fix=a.diagnosis.fix, replay_ids=[r.id for r in replays], notes=evidence_notes),
                 metadata=metadata,
             )
         else:
@@ -479,6 +601,9 @@ def find_decisive_step(
     max_prompt_chars: int = 24_000,
     verify: Verify | None = None,
     prior: Sequence[int] | None = None,
+    controls: int = 1,
+    repeats: int = 1,
+    deterministic: Deterministic | None = None,
 ) -> CounterfactualResult:
     """Find the earliest agent step whose correction turns the failed `trajectory` into a success.
 
@@ -498,22 +623,31 @@ def find_decisive_step(
             analyzer is first asked about the top `max_candidates` of them in this order (step-specific
             prompt; it may judge a step correct); only if none of their fixes succeeds does it propose steps
             itself. The earlier-steps scan that follows is unchanged, so the label is still the earliest.
+        controls: control replays per flip (the step unchanged, the rest live): a success is causal only
+            when the controls fail (`check_flip`); otherwise the attempt is `not_causal`.
+        repeats: replays of the fix (and `controls` controls each) per flip: the flip counts and the
+            interval on their difference give the label's `confidence` (`rootstep.flows._confidence`).
+        deterministic: `step -> why` its control would reproduce the recorded run (`proven_identical`):
+            such controls are recorded as proven identical instead of replayed.
 
-    Returns a `CounterfactualResult` whose annotation is verified with the earliest successful step
-    found, `verifier_suspect` when no agent erred, or `unresolved` with every attempt in its evidence.
-    Replays that diverge or raise decide nothing (they are kept as rows with `divergence` / `error`). Earlier steps left untried because
-    the budget ran out are named in the notes; the label then still holds as verified but may not be
-    the earliest.
+    Returns a `CounterfactualResult` whose annotation is verified with the earliest causal step found
+    (every earlier agent step tested or judged correct), `unproven_earliest` when earlier steps were
+    left untested (the budget ran out), `not_causal` when the only flips were matched by their controls,
+    `verifier_suspect` when no agent erred, or `unresolved` with every attempt in its evidence. When fixes
+    at several earlier erring steps each failed, their joint fix is tried (`multi_step` label). Replays
+    that diverge or raise decide nothing (they are kept as rows with `divergence` / `error`). Fixes that
+    hand over the reference answer at a step that gave none are rejected and re-asked (`answer_leak`).
     """
     if analyzer is None or replay is None:
         raise TypeError("find_decisive_step needs an analyzer and a replay callable")
     search = _Search(trajectory, verdict, task_context or TaskContext.of(trajectory), analyzer, replay,
-                     budget or Budget(), max_prompt_chars, verify)
+                     budget or Budget(), max_prompt_chars, verify, controls, repeats, deterministic)
     if prior is not None:
         search.by_prior(prior)
     if search.best is None:
         search.ranked()
     search.scan(require_fix=False, source="earlier")
+    search.joint()
     return search.result("rootstep")
 
 

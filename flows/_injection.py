@@ -34,13 +34,13 @@ from typing import Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.benchmarks._answer import final_answer_span
-from rootstep.benchmarks._suspect import code_key, is_suspect
+from rootstep.benchmarks._suspect import Verify, code_key, gives_answer, is_suspect, planted_answer
 from rootstep.prompts import render
 from rootstep.warehouse import Annotation, Cost, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
 
 from ._attempt import (
-    Asked, ChatLike, ReplayFn, answer_step, as_index, ask_valid, json_object, model_name, same_text, trajectory_vars,
-    try_intervention,
+    Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
+    json_object, model_name, same_text, trajectory_vars, try_intervention,
 )
 from ._budget import Budget, Meter
 from ._counterfactual import TaskContext
@@ -80,10 +80,26 @@ class InjectionAttempt(BaseModel):
     mode: ReplayMode = "one_step"
     suspect: str | None = None
     """The corrupted run failed, but its verdict is suspect (the verifier may have misread it): no flip."""
+    check: FlipCheck | None = None
+    """Repeats and controls of a failure (`check_flip`): the flip is causal only when the controls succeed."""
+    edit: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """The corrupted replay failed with a verdict that is not suspect (before the controls)."""
+        return self.replay.success_after is False and self.suspect is None
 
     @property
     def flipped(self) -> bool:
-        return self.replay.success_after is False and self.suspect is None
+        """A failure that the controls confirm."""
+        return self.failed and (self.check is None or self.check.causal)
+
+    @property
+    def not_causal(self) -> str | None:
+        return self.check.why_not if self.failed and self.check is not None else None
+
+    def rows(self) -> list[Replay]:
+        return [self.replay] + ([] if self.check is None else self.check.repeats + self.check.controls)
 
 
 class InjectionResult(BaseModel):
@@ -113,7 +129,7 @@ class InjectionResult(BaseModel):
 
 
 def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, str]],
-                       need_instruction: bool) -> tuple[dict[str, Any] | None, str | None]:
+                       need_instruction: bool, planted: Any = None) -> tuple[dict[str, Any] | None, str | None]:
     content = data.get("corrupted_content")
     tool_calls = data.get("tool_calls")
     if tool_calls is not None and not (isinstance(tool_calls, list)
@@ -125,6 +141,9 @@ def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, s
         return None, f"corrupted_content is identical to step {step.index}; the corruption must change it"
     if (step.index, " ".join(content.split())) in tried:
         return None, f"this exact corruption of step {step.index} was already tried and the run still succeeded"
+    why = planted(step, content) if planted is not None and content.strip() else None
+    if why is not None:
+        return None, f"answer_leak: {why}"
     description = str(data.get("description") or "").strip()
     if not description:
         return None, "description must say what specific corruption was made"
@@ -137,7 +156,8 @@ def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, s
             "tool_calls": tool_calls}, None
 
 
-def validate_corruption(trajectory: Trajectory, answer: str, tried: set[tuple[int, str]]) -> tuple[Corruption | None, str | None]:
+def validate_corruption(trajectory: Trajectory, answer: str, tried: set[tuple[int, str]],
+                        planted: Any = None) -> tuple[Corruption | None, str | None]:
     """Parse and check a one-shot perturber answer: a JSON object whose `step` is an existing agent step and
     whose `corrupted_content` is non-empty, differs from the step and was not tried already."""
     data, problem = json_object(answer)
@@ -156,14 +176,14 @@ def validate_corruption(trajectory: Trajectory, answer: str, tried: set[tuple[in
     if step.kind != "agent":
         agent_steps = [s.index for s in trajectory.steps if s.kind == "agent"]
         return None, f"step {index} is a {step.kind} step, not an agent step; only agent steps can be corrupted (agent steps: {agent_steps})"
-    fields, problem = _corruption_fields(data, step, tried, need_instruction=False)
+    fields, problem = _corruption_fields(data, step, tried, need_instruction=False, planted=planted)
     if fields is None:
         return None, problem
     return Corruption(source="perturber", **fields), None
 
 
-def validate_corruption_at(step: Step, answer: str, tried: set[tuple[int, str]],
-                           need_instruction: bool) -> tuple[Corruption | None | Literal[False], str | None]:
+def validate_corruption_at(step: Step, answer: str, tried: set[tuple[int, str]], need_instruction: bool,
+                           planted: Any = None) -> tuple[Corruption | None | Literal[False], str | None]:
     """Parse and check a team-aware perturber answer about `step`: a corruption (with its standing
     `instruction` when the mode may persist it), or `False` when the perturber says the step cannot carry
     a mistake that survives the team's checks (`{"possible": false, "reason": ...}`)."""
@@ -172,7 +192,7 @@ def validate_corruption_at(step: Step, answer: str, tried: set[tuple[int, str]],
         return None, problem
     if data.get("possible") is False:
         return False, None
-    fields, problem = _corruption_fields(data, step, tried, need_instruction)
+    fields, problem = _corruption_fields(data, step, tried, need_instruction, planted)
     if fields is None:
         return None, problem
     return Corruption(source="perturber", **fields), None
@@ -275,12 +295,14 @@ def _team_view(trajectory: Trajectory, step: Step, task: Task | None, verdict: V
 
 class _Injection:
     def __init__(self, trajectory: Trajectory, perturber: ChatLike | None, replay: ReplayFn, budget: Budget,
-                 context: TaskContext, max_prompt_chars: int):
+                 context: TaskContext, max_prompt_chars: int, verify: Verify | None = None, controls: int = 1,
+                 repeats: int = 1, deterministic: Deterministic | None = None):
         self.trajectory = trajectory
         self.perturber = perturber
         self.replay = replay
-        self.budget = budget
-        self.meter = Meter(budget)
+        self.budget = budget.for_run(sum(1 for s in trajectory.steps if s.kind == "agent"))
+        self.meter = Meter(self.budget)
+        self.verify, self.controls, self.repeats, self.deterministic = verify, controls, repeats, deterministic
         self.context = context
         self.attempts: list[InjectionAttempt] = []
         self.asked: list[Asked] = []
@@ -295,13 +317,33 @@ class _Injection:
     def tried(self) -> set[tuple[int, str]]:
         return {(a.corruption.step, " ".join(a.corruption.content.split())) for a in self.attempts}
 
+    def planted(self, step: Step, content: str) -> str | None:
+        """`planted_answer` over the task (None without a task and verifier)."""
+        task = self.context.task
+        final = answer_step(self.trajectory)
+        if task is None or self.verify is None or (final is not None and final.index == step.index):
+            return None  # the step that gives the run's answer may carry a wrong one
+        return planted_answer(task, step.content, content, self.verify)
+
+    def judged(self, row: Replay, verdict: Verdict | None) -> bool | None:
+        """A replay's outcome as a flip of the success: a failure whose verdict is not suspect."""
+        return None if row.success_after is None else (row.success_after is False and is_suspect(verdict) is None)
+
     def attempt(self, c: Corruption, mode: ReplayMode = "one_step") -> bool:
         persist = c.instruction if mode == "persistent" else None
         intervention = Intervention(run_id=self.trajectory.id, step=c.step, new_content=c.content, kind="corruption",
                                     agent=c.agent, tool_calls=c.tool_calls, persist=persist)
         row, result, verdict = try_intervention(self.trajectory, intervention, self.replay, self.meter, "fault_injection")
+        original = self.trajectory.steps[c.step].content
         a = InjectionAttempt(corruption=c, replay=row, mode=mode,
-                             suspect=is_suspect(verdict) if row.success_after is False else None)
+                             suspect=is_suspect(verdict) if row.success_after is False else None,
+                             edit=edit_size(original, c.content))
+        if self.context.task is not None:
+            a.edit["adds_answer"] = gives_answer(self.context.task, c.content) and not gives_answer(self.context.task, original)
+        if a.failed:
+            a.check = check_flip(self.trajectory, intervention, self.judged, self.replay, self.meter, "fault_injection",
+                                 controls=self.controls, repeats=self.repeats,
+                                 deterministic=None if self.deterministic is None else self.deterministic(c.step))
         self.attempts.append(a)
         # whether the corrupted agent spoke again after its step: only then can a persistent instruction
         # (which reaches its later live calls) make a replay differ from this one
@@ -326,7 +368,7 @@ class _Injection:
                 self.perturber,
                 lambda prev, problem: render("perturber.j2", **self.base, tried=tried_list, previous_answer=prev,
                                              problem=problem),
-                lambda answer: validate_corruption(self.trajectory, answer, tried),
+                lambda answer: validate_corruption(self.trajectory, answer, tried, self.planted),
                 self.meter, self.asked, "perturber.j2",
             )
             if corruption is None:
@@ -359,7 +401,8 @@ class _Injection:
                 self.perturber,
                 lambda prev, problem: render("perturber_at_step.j2", **self.base, step=shown, team=team,
                                              persistent=mode != "team_aware", previous_answer=prev, problem=problem),
-                lambda answer: validate_corruption_at(step, answer, tried, need_instruction=mode != "team_aware"),
+                lambda answer: validate_corruption_at(step, answer, tried, need_instruction=mode != "team_aware",
+                                                      planted=self.planted),
                 self.meter, self.asked, "perturber_at_step.j2",
             )
             if corruption is False:
@@ -395,8 +438,9 @@ class _Injection:
 
     def result(self, mode: InjectionMode) -> InjectionResult:
         t = self.trajectory
-        replays = [a.replay for a in self.attempts]
+        replays = [r for a in self.attempts for r in a.rows()]
         cost = self.meter.cost()
+        leaks = sum(1 for x in self.asked if (x.problem or "").startswith("answer_leak:"))
         common = dict(replays=replays, attempts=self.attempts, asked=self.asked, points=self.points, cost=cost)
         if self.flipped is None:
             self.notes.append(f"no corruption flipped the run ({len(self.attempts)} tried)")
@@ -409,11 +453,13 @@ class _Injection:
             f"step {a.corruption.step} ({a.corruption.source}{':' + a.corruption.name if a.corruption.name else ''}, "
             f"{a.mode}): "
             + ("flipped the run to failure" if a.flipped else
+               f"failed, not causal: {a.not_causal}" if a.not_causal else
                f"failed, but the verdict is suspect ({a.suspect}): not a flip" if a.suspect else
                "diverged" if a.replay.divergence else "replay error" if a.replay.error else "run still succeeded")
             + f" [{a.replay.id}]"
             for a in self.attempts
         ] + self.notes
+        assert proof.check is not None
         if proof.mode == "persistent":
             notes.insert(0, f"persistent injection: step {c.step} was corrupted and the instruction {c.instruction!r} "
                             f"was appended to {c.agent}'s system prompt for the rest of the run; the label is the first "
@@ -432,7 +478,10 @@ class _Injection:
             metadata={"source_run_id": t.id, "proof_replay_id": proof.replay.id, "corruption_source": c.source,
                       "perturbation": c.name, "tool_calls_changed": c.tool_calls is not None, "mode": applied,
                       "persist": c.instruction if proof.mode == "persistent" else None, "unnoticed": c.unnoticed,
-                      "position": round(c.step / max(len(t.steps) - 1, 1), 3), "points": self.points},
+                      "position": round(c.step / max(len(t.steps) - 1, 1), 3), "points": self.points,
+                      "steps": [c.step], "multi_step": False, "edit": proof.edit, "flip_check": proof.check.summary(),
+                      "confidence": proof.check.effect.confidence, "answer_leaks": leaks,
+                      "control_replays": self.meter.control_replays, "earliest": "by construction"},
         )
         return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, **common)
 
@@ -450,6 +499,10 @@ def inject_fault(
     mode: InjectionMode = "auto",
     independent_agents: Sequence[str] = (),
     answer_agents: Sequence[str] = (),
+    verify: Verify | None = None,
+    controls: int = 1,
+    repeats: int = 1,
+    deterministic: Deterministic | None = None,
 ) -> InjectionResult:
     """Corrupt one agent step of the successful `trajectory` so that its re-simulation fails.
 
@@ -466,6 +519,10 @@ def inject_fault(
             `custom` / `answer_generate`): a candidate the majority repeats is not corrupted.
         answer_agents: the agents whose last step gives the final answer (`Adapter.answer_agents`);
             the injection points end there.
+        verify: Omega as `(Task, answer) -> Verdict`: with the task, a corruption that writes a final answer
+            into a step that gave none is rejected and re-asked (`planted_answer`, counted as `answer_leaks`).
+        controls, repeats, deterministic: as in `find_decisive_step`: a failure is a flip only when the
+            controls (the step unchanged) still succeed; otherwise the attempt is not causal.
 
     A replay that diverges or raises decides nothing and the next candidate is tried; so does one whose
     failed verdict is suspect.
@@ -477,7 +534,7 @@ def inject_fault(
     if perturber is None and not programmatic:
         raise ValueError("no perturber and programmatic=False: there is nothing to inject")
     search = _Injection(trajectory, perturber, replay, budget or Budget(), task_context or TaskContext.of(trajectory),
-                        max_prompt_chars)
+                        max_prompt_chars, verify, controls, repeats, deterministic)
     if perturber is not None:
         if mode == "one_shot":
             search.one_shot()

@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field
 from rootstep.benchmarks._suspect import is_suspect, suspect_reason
 from rootstep.warehouse import Annotation, Evidence, LLMCall, Replay, Task, Trajectory
 
-from ._attempt import ReplayCost, adapter_replay, rewrite_budget
+from ._attempt import ReplayCost, adapter_replay, proven_identical, rewrite_budget
 from ._budget import Budget
 from ._counterfactual import find_decisive_step
 from ._injection import InjectionMode, inject_fault
@@ -58,9 +58,11 @@ class AnnotatedRun(BaseModel):
     framework: str
     benchmark: str
     task_id: str
-    status: Literal["labelled", "unresolved", "verifier_suspect", "verdict_suspect", "not_flipped", "error"]
+    status: Literal["labelled", "unresolved", "verifier_suspect", "verdict_suspect", "not_flipped", "error",
+                    "not_causal", "unproven_earliest"]
     """`verdict_suspect`: the failure was not searched (its verdict may be the verifier's misreading:
-    `reason`); `verifier_suspect`: searched, and no agent erred."""
+    `reason`); `verifier_suspect`: searched, and no agent erred; `not_causal`: the only flips were matched
+    by their controls; `unproven_earliest`: a causal flip with earlier agent steps left untested."""
     labelled_run_id: str | None = None
     """The run the annotation is on: the failure itself, or the corrupted replay of the success."""
     annotation_id: str | None = None
@@ -79,6 +81,38 @@ class AnnotatedRun(BaseModel):
     """Fault injection: the mode that flipped the run (`one_step`, `persistent`, `one_shot`, `programmatic`)."""
     worker: str | None = None
     """`host:pid` of the process that ran the search (the flow's with the thread runner)."""
+    confidence: float | None = None
+    """The label's confidence (`rootstep.flows._confidence`): the lower bound of the interval on the flip
+    rate with the intervention minus the rate without it."""
+    steps: list[int] = Field(default_factory=list)
+    """Every step of a multi-step label (the primary first)."""
+    recheck_of: str | None = None
+    """A re-check: the label (annotation id) this search re-did from scratch; `agrees`: same agent and step."""
+    agrees: bool | None = None
+
+
+class Causality(BaseModel):
+    """How a flip is proven (`--controls`, `--repeats`) and which labels are kept (`--min-confidence`)."""
+
+    controls: int = Field(default=1, ge=0)
+    """Control replays per flip (the step unchanged); a flip that a control shows too is `not_causal`."""
+    repeats: int = Field(default=1, ge=1)
+    """Replays of the fix (and `controls` controls each) per flip: the flip counts give the confidence."""
+    min_confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    """A label below this confidence is kept but not verified (out of `labels`), with a note saying why."""
+
+
+def _keep(annotation: Annotation, causality: Causality) -> Annotation:
+    """The annotation, unverified (out of `labels`) when its confidence is below `min_confidence`."""
+    confidence = annotation.metadata.get("confidence")
+    if not annotation.verified or confidence is None or confidence >= causality.min_confidence:
+        return annotation
+    return annotation.model_copy(update={
+        "verified": False,
+        "evidence": annotation.evidence.model_copy(update={"notes": [
+            *annotation.evidence.notes,
+            f"confidence {confidence:g} is below --min-confidence {causality.min_confidence:g}: not verified"]}),
+        "metadata": {**annotation.metadata, "below_min_confidence": causality.min_confidence}})
 
 
 class Annotated(BaseModel):
@@ -141,16 +175,30 @@ def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Traj
     return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024), extra=extra), session)
 
 
+def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None) -> list[LLMCall] | None:
+    """The run's recorded calls: `recorded` when given, else this session's journal, else its warehouse."""
+    return recorded if recorded is not None else session.recorded_calls(trajectory.metadata["gateway_run_id"])
+
+
+def _deterministic(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None):
+    """`step -> why` a control of that step would replay the recording (`proven_identical`), from the calls
+    (`recorded`, else the session's journal or warehouse)."""
+    if recorded is None:
+        with session.lock:
+            recorded = session.recording(trajectory.metadata.get("gateway_run_id", ""))
+    calls = list(recorded or [])
+    return lambda step: proven_identical(calls, trajectory.steps[step]) if calls else None
+
+
 def _replay_fn(session: Session, trajectory: Trajectory, captured: list[Trajectory],
                recorded: list[LLMCall] | None = None):
     """`adapter_replay` with the episode limits, remembering every replayed run for the warehouse.
-    `recorded`: the run's recorded calls (default: this session's journal, else its warehouse)."""
+    `recorded`: the run's recorded calls (`_recorded`)."""
     from rootstep.adapters import adapter_for
 
     adapter_for(trajectory)  # a system file's run: its system is registered here too
     adapter = session.adapter(trajectory.framework)
-    if recorded is None:
-        recorded = session.recorded_calls(trajectory.metadata["gateway_run_id"])
+    recorded = _recorded(session, trajectory, recorded)
     inner = adapter_replay(adapter, trajectory, **({"recorded": recorded} if recorded else {}))
     model = trajectory.model or DEFAULT_MODEL
 
@@ -201,42 +249,66 @@ def suspect_verdict(session: Session, trajectory: Trajectory) -> str | None:
 
 def _counterfactual_search(session: Session, run_id: str, trajectory: Trajectory, analyzer_model: str,
                            budget: Budget, max_tokens: int | None, recorded: list[LLMCall] | None = None,
-                           include_suspect: bool = False) -> Annotated:
+                           include_suspect: bool = False, causality: Causality | None = None,
+                           recheck: Annotation | None = None) -> Annotated:
     """The search on one failure; nothing written (`runs`: the replayed runs, in `session`'s journal).
-    A failure whose verdict is suspect is not searched unless `include_suspect` (status `verdict_suspect`)."""
-    if not include_suspect:
+    A failure whose verdict is suspect is not searched unless `include_suspect` (status `verdict_suspect`).
+    `recheck`: a label to re-do from scratch (fresh analyzer samples, the agent steps asked in another,
+    seeded order); the new annotation names it (`metadata.recheck_of`) and stays out of `labels`."""
+    causality = causality or Causality()
+    if not include_suspect and recheck is None:
         reason = suspect_verdict(session, trajectory)
         if reason is not None:
             return Annotated(run=AnnotatedRun(
                 method="counterfactual", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
                 task_id=trajectory.task_id, status="verdict_suspect", reason=reason, worker=worker_id()))
     captured: list[Trajectory] = []
+    recorded = _recorded(session, trajectory, recorded)
+    prior = None
+    if recheck is not None:
+        import random
+
+        prior = [s.index for s in trajectory.steps if s.kind == "agent"]
+        random.Random(f"recheck:{recheck.id}").shuffle(prior)
     result = find_decisive_step(trajectory, trajectory.verdict, None, _chat(session, analyzer_model, max_tokens, trajectory),
-                                _replay_fn(session, trajectory, captured, recorded), budget, verify=session.verifier)
-    a = result.annotation
+                                _replay_fn(session, trajectory, captured, recorded), budget, verify=session.verifier,
+                                controls=causality.controls, repeats=causality.repeats, prior=prior,
+                                deterministic=_deterministic(session, trajectory, recorded))
+    a = _keep(result.annotation, causality)
+    agrees = None
+    if recheck is not None:
+        agrees = a.status == "labelled" and (a.agent, a.step) == (recheck.agent, recheck.step)
+        a = a.model_copy(update={"verified": False, "metadata": {
+            **a.metadata, "recheck_of": recheck.id, "recheck_agrees": agrees,
+            "recheck_verified": a.verified, "original": {"agent": recheck.agent, "step": recheck.step}}})
     run = AnnotatedRun(
         method="counterfactual", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
         task_id=trajectory.task_id, status=a.status, labelled_run_id=a.run_id, annotation_id=a.id, agent=a.agent,
         step=a.step, verified=a.verified, replays=a.cost.replays, llm_calls=a.cost.llm_calls, tokens=a.cost.tokens,
         usd=a.cost.usd, seconds=a.cost.seconds, worker=worker_id(),
-        reason=None if a.status == "labelled" else a.evidence.reason,
+        reason=None if a.status == "labelled" else a.evidence.reason, confidence=a.metadata.get("confidence"),
+        steps=list(a.metadata.get("steps") or []), recheck_of=None if recheck is None else recheck.id, agrees=agrees,
     )
     return Annotated(run=run, runs=captured, replays=result.replays, annotations=[a])
 
 
 def _inject_search(session: Session, run_id: str, trajectory: Trajectory, perturber_model: str | None, budget: Budget,
                    seed: int, programmatic: bool, max_tokens: int | None, recorded: list[LLMCall] | None = None,
-                   mode: InjectionMode = "auto") -> Annotated:
+                   mode: InjectionMode = "auto", causality: Causality | None = None) -> Annotated:
     """Fault injection on one success; nothing written (see `_counterfactual_search`)."""
     from rootstep.adapters import adapter_for
 
+    causality = causality or Causality()
     adapter = adapter_for(trajectory)
     captured: list[Trajectory] = []
+    recorded = _recorded(session, trajectory, recorded)
     perturber = None if perturber_model is None else _chat(session, perturber_model, max_tokens, trajectory)
     result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), budget,
                           programmatic=programmatic, seed=seed, mode=mode,
-                          independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents)
-    a = result.annotation
+                          independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents,
+                          verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
+                          deterministic=_deterministic(session, trajectory, recorded))
+    a = None if result.annotation is None else _keep(result.annotation, causality)
     cost = result.cost
     run = AnnotatedRun(
         method="fault_injection", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
@@ -245,6 +317,7 @@ def _inject_search(session: Session, run_id: str, trajectory: Trajectory, pertur
         agent=None if a is None else a.agent, step=None if a is None else a.step,
         verified=a is not None and a.verified, replays=cost.replays, llm_calls=cost.llm_calls, tokens=cost.tokens,
         usd=cost.usd, seconds=cost.seconds, worker=worker_id(), mode=None if a is None else a.metadata.get("mode"),
+        confidence=None if a is None else a.metadata.get("confidence"),
     )
     return Annotated(run=run, runs=captured, replays=result.replays,
                      annotations=[a if a is not None else not_flipped_record(trajectory, result, perturber_model)])
@@ -254,30 +327,37 @@ def not_flipped_record(trajectory: Trajectory, result: Any, perturber_model: str
     """The record that a success resisted injection (status `unresolved`, on the success itself, never a
     label): it takes the run out of the queue even when no replay was tried (the perturber found no
     corruption at any point), and its cost counts in `quality`'s cost per label."""
+    not_causal = [x for x in result.attempts if x.not_causal]
+    leaks = sum(1 for x in result.asked if (x.problem or "").startswith("answer_leak:"))
     return Annotation(run_id=trajectory.id, framework=trajectory.framework, benchmark=trajectory.benchmark,
-                      method="fault_injection", status="unresolved", verified=False,
+                      method="fault_injection", status="not_causal" if not_causal else "unresolved", verified=False,
                       annotator=perturber_model or "programmatic",
-                      evidence=Evidence(reason="no corruption flipped the run", replay_ids=[r.id for r in result.replays],
+                      evidence=Evidence(reason=(f"a corruption of step {not_causal[0].corruption.step} failed the run, "
+                                                f"but {not_causal[0].not_causal}") if not_causal else
+                                        "no corruption flipped the run", replay_ids=[r.id for r in result.replays],
                                         notes=result.notes),
-                      cost=result.cost, metadata={"points": result.points})
+                      cost=result.cost, metadata={"points": result.points, "answer_leaks": leaks,
+                                                  "not_causal_steps": [x.corruption.step for x in not_causal]})
 
 
 def _counterfactual_run(session_id: str, run_id: str, analyzer_model: str, budget: Budget,
-                        max_tokens: int | None = None, include_suspect: bool = False) -> AnnotatedRun:
+                        max_tokens: int | None = None, include_suspect: bool = False,
+                        causality: Causality | None = None, recheck: Annotation | None = None) -> AnnotatedRun:
     """Find the decisive step of one failure and store the label (or the unresolved record)."""
     session = get_session(session_id)
     done = _counterfactual_search(session, run_id, _load(session, run_id), analyzer_model, budget, max_tokens,
-                                  include_suspect=include_suspect)
+                                  include_suspect=include_suspect, causality=causality, recheck=recheck)
     _store(session, done.runs, done.replays, done.annotations)
     return done.run
 
 
 def _inject_run(session_id: str, run_id: str, perturber_model: str | None, budget: Budget, seed: int = 0,
-                programmatic: bool = True, max_tokens: int | None = None, mode: InjectionMode = "auto") -> AnnotatedRun:
+                programmatic: bool = True, max_tokens: int | None = None, mode: InjectionMode = "auto",
+                causality: Causality | None = None) -> AnnotatedRun:
     """Corrupt one success until a replay fails; store the corrupted run and its label by construction."""
     session = get_session(session_id)
     done = _inject_search(session, run_id, _load(session, run_id), perturber_model, budget, seed, programmatic,
-                          max_tokens, mode=mode)
+                          max_tokens, mode=mode, causality=causality)
     _store(session, done.runs, done.replays, done.annotations)
     return done.run
 
@@ -290,21 +370,23 @@ def _with_calls(session: Session, done: Annotated) -> Annotated:
 
 def _counterfactual_remote(worker: WorkerSpec, run_id: str, trajectory: Trajectory, recorded: list[LLMCall],
                            analyzer_model: str, budget: Budget, max_tokens: int | None = None,
-                           include_suspect: bool = False) -> Annotated:
+                           include_suspect: bool = False, causality: Causality | None = None,
+                           recheck: Annotation | None = None) -> Annotated:
     """`_counterfactual_run` in a worker process: the flow sent the run and its recording, and stores the result."""
     with open_worker_session(worker) as session:
         done = _counterfactual_search(session, run_id, trajectory, analyzer_model, budget, max_tokens, recorded or None,
-                                      include_suspect=include_suspect)
+                                      include_suspect=include_suspect, causality=causality, recheck=recheck)
         return _with_calls(session, done)
 
 
 def _inject_remote(worker: WorkerSpec, run_id: str, trajectory: Trajectory, recorded: list[LLMCall],
                    perturber_model: str | None, budget: Budget, seed: int = 0, programmatic: bool = True,
-                   max_tokens: int | None = None, mode: InjectionMode = "auto") -> Annotated:
+                   max_tokens: int | None = None, mode: InjectionMode = "auto",
+                   causality: Causality | None = None) -> Annotated:
     """`_inject_run` in a worker process (see `_counterfactual_remote`)."""
     with open_worker_session(worker) as session:
         done = _inject_search(session, run_id, trajectory, perturber_model, budget, seed, programmatic, max_tokens,
-                              recorded or None, mode=mode)
+                              recorded or None, mode=mode, causality=causality)
         return _with_calls(session, done)
 
 
@@ -417,6 +499,7 @@ def counterfactual(
     runner: Runner | None = None,
     session_id: str | None = None,
     include_suspect: bool = False,
+    causality: Causality | None = None,
 ) -> AnnotateReport:
     """Counterfactual search over the failures queue (see the module docstring).
 
@@ -429,6 +512,7 @@ def counterfactual(
             longest step (`rewrite_budget`), and a cut answer is re-asked with more.
         runner: where the searches run (default: threads of this process; see `rootstep.flows._runner`).
         include_suspect: also search failures whose verdict is suspect (`verdict_suspect`).
+        causality: controls and repeats per flip, and the least confidence a label keeps (`Causality`).
     """
     started = time.perf_counter()
     with open_session(warehouse, session_id=session_id, limits=limits) as session, \
@@ -436,7 +520,8 @@ def counterfactual(
         queue = counterfactual_queue(session, frameworks, benchmarks, run_ids, limit, include_suspect)
         search = _task(_counterfactual_run if placement is None else _counterfactual_remote, "counterfactual")
         pending = [(rid, _submit(placement, search, session, rid, analyzer_model=analyzer_model,
-                                 budget=budget or Budget(), max_tokens=max_tokens, include_suspect=include_suspect))
+                                 budget=budget or Budget(), max_tokens=max_tokens, include_suspect=include_suspect,
+                                 causality=causality or Causality()))
                    for rid in queue]
         runs = _gather(pending, "counterfactual", session)
     return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
@@ -458,6 +543,7 @@ def inject(
     runner: Runner | None = None,
     session_id: str | None = None,
     mode: InjectionMode = "auto",
+    causality: Causality | None = None,
 ) -> AnnotateReport:
     """Fault injection over the successes queue (see the module docstring).
 
@@ -469,6 +555,7 @@ def inject(
         runner: where the injections run (default: threads of this process; see `rootstep.flows._runner`).
         mode: `auto` (team-aware, then persistent), `team_aware`, `persistent` or `one_shot`
             (`rootstep.flows._injection`).
+        causality: controls and repeats per flip, and the least confidence a label keeps (`Causality`).
     """
     started = time.perf_counter()
     with open_session(warehouse, session_id=session_id, limits=limits) as session, \
@@ -477,7 +564,53 @@ def inject(
         search = _task(_inject_run if placement is None else _inject_remote, "inject")
         pending = [(rid, _submit(placement, search, session, rid, perturber_model=perturber_model,
                                  budget=budget or Budget(), seed=seed, programmatic=programmatic,
-                                 max_tokens=max_tokens, mode=mode)) for rid in queue]
+                                 max_tokens=max_tokens, mode=mode, causality=causality or Causality())) for rid in queue]
         runs = _gather(pending, "fault_injection", session)
     return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
 
+
+
+def recheck_queue(session: Session, frameworks: Sequence[str] | None = None, benchmarks: Sequence[str] | None = None,
+                  run_ids: Sequence[str] | None = None, limit: int | None = None) -> list[Annotation]:
+    """Counterfactual labels (the `labels` view) in scope not re-checked yet, most recent first."""
+    from rootstep.warehouse._schemas import annotation_from_row
+
+    where, params = _scope("r", frameworks, benchmarks, run_ids)
+    sql = (f"SELECT a.* FROM labels l JOIN annotations a ON a.id = l.id JOIN runs r ON r.id = l.run_id WHERE {where} "
+           "AND l.method = 'counterfactual' AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.run_id = l.run_id "
+           "AND json_extract_string(x.metadata, '$.recheck_of') = l.id) ORDER BY l.created_at DESC, l.id")
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    with session.lock:
+        return [annotation_from_row(row) for row in session.warehouse.rows(sql, params)]
+
+
+@flow(name="rootstep-recheck", persist_result=False)
+def recheck(
+    analyzer_model: str = DEFAULT_MODEL,
+    n: int = 1,
+    frameworks: list[str] | None = None,
+    benchmarks: list[str] | None = None,
+    run_ids: list[str] | None = None,
+    budget: Budget | None = None,
+    max_tokens: int | None = None,
+    warehouse: str | None = None,
+    limits: Limits | None = None,
+    runner: Runner | None = None,
+    session_id: str | None = None,
+    causality: Causality | None = None,
+) -> AnnotateReport:
+    """Re-annotate `n` labelled failures from scratch (fresh analyzer samples, the agent steps asked in another,
+    seeded order) and store each attempt beside the label (`metadata.recheck_of`, never in `labels`): the
+    `agreement` view and `rootstep quality` report how often the (agent, step) agree."""
+    started = time.perf_counter()
+    with open_session(warehouse, session_id=session_id, limits=limits) as session, \
+            open_runner(runner, session) as placement:
+        labels = recheck_queue(session, frameworks, benchmarks, run_ids, n)
+        search = _task(_counterfactual_run if placement is None else _counterfactual_remote, "recheck")
+        pending = [(label.run_id, _submit(placement, search, session, label.run_id, analyzer_model=analyzer_model,
+                                          budget=budget or Budget(), max_tokens=max_tokens, include_suspect=True,
+                                          causality=causality or Causality(), recheck=label))
+                   for label in labels]
+        runs = _gather(pending, "counterfactual", session)
+    return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))

@@ -168,11 +168,34 @@ def _benchmarks(specs: Optional[list[str]]) -> Optional[dict[str, Optional[int]]
     return out
 
 
-def _budget(max_replays: int, max_llm_calls: int, max_seconds: Optional[float], max_candidates: int = 3) -> Any:
+def _budget(max_replays: Optional[int], max_llm_calls: Optional[int], max_seconds: Optional[float],
+            max_candidates: int = 3) -> Any:
     from rootstep.flows import Budget
 
     return Budget(max_replays=max_replays, max_llm_calls=max_llm_calls, max_reasks=1, max_candidates=max_candidates,
                   max_seconds=max_seconds)
+
+
+ControlsOpt = typer.Option(1, "--controls", min=0,
+                           help="Control replays per flip (the step unchanged, the rest live): a flip that a control "
+                                "shows too is not_causal, never a label. Deterministic calls (temperature 0 on the "
+                                "local model, cached) are proven identical instead of replayed.")
+RepeatsOpt = typer.Option(1, "--repeats", min=1,
+                          help="Replays of the fix or corruption (and --controls controls each) per flip: the flip "
+                               "counts on both sides give the label's confidence (a Wilson interval on the difference).")
+MinConfidenceOpt = typer.Option(0.0, "--min-confidence", min=0.0, max=1.0,
+                                help="Labels below this confidence are stored but not verified (out of `labels`).")
+MaxReplaysOpt = typer.Option(None, "--max-replays", min=0,
+                             help="Replays per label (budget; controls apart). Default: what the run's length needs "
+                                  "(every agent step, the ranked candidates and a joint fix).")
+MaxLLMCallsOpt = typer.Option(None, "--max-llm-calls", min=0,
+                              help="Analyzer/perturber calls per label (budget). Default: sized to the run.")
+
+
+def _causality(controls: int, repeats: int, min_confidence: float = 0.0) -> Any:
+    from rootstep.flows.annotate import Causality
+
+    return Causality(controls=controls, repeats=repeats, min_confidence=min_confidence)
 
 
 MaxCandidatesOpt = typer.Option(3, "--max-candidates", min=1,
@@ -226,10 +249,12 @@ def pipeline_cmd(
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
     seed: int = typer.Option(0, help="Shuffles each benchmark before taking COUNT tasks."),
-    max_replays: int = typer.Option(3, help="Replays per label (budget)."),
-    max_llm_calls: int = typer.Option(4, help="Analyzer/perturber calls per label (budget)."),
+    max_replays: Optional[int] = MaxReplaysOpt,
+    max_llm_calls: Optional[int] = MaxLLMCallsOpt,
     max_candidates: int = MaxCandidatesOpt,
-    max_seconds: Optional[float] = typer.Option(120.0, help="Wall seconds per label (budget)."),
+    max_seconds: Optional[float] = typer.Option(None, help="Wall seconds per label (budget)."),
+    controls: int = ControlsOpt,
+    repeats: int = RepeatsOpt,
     counterfactual: bool = typer.Option(True, help="Annotate failures by counterfactual replay."),
     inject: bool = typer.Option(True, help="Annotate successes by fault injection."),
     per_model: int = typer.Option(2, help="Concurrent episodes per model (local models: 1)."),
@@ -258,7 +283,7 @@ def pipeline_cmd(
         frameworks=framework, benchmarks=benchmarks, model=model, analyzer_model=analyzer_model,
         perturber_model=perturber_model, seed=seed, budget=budget, counterfactual=counterfactual, inject=inject,
         warehouse=warehouse, limits=_limits(per_model, sandboxes, episode_seconds), runner=where,
-        include_suspect=include_suspect,
+        include_suspect=include_suspect, causality=_causality(controls, repeats),
         inject_mode=inject_mode.value, max_tokens=max_tokens))
     if as_json:
         console.print_json(report.model_dump_json())
@@ -312,10 +337,16 @@ def annotate_cmd(
                                                "several. A run rootstep did not record (an import) is refused."),
     analyzer_model: str = typer.Option(DEFAULT_ANNOTATOR_MODEL, help="The analyzer LLM."),
     perturber_model: Optional[str] = typer.Option(DEFAULT_ANNOTATOR_MODEL, help="The perturber LLM ('none': programmatic only)."),
-    max_replays: int = typer.Option(4, help="Replays per label (budget)."),
-    max_llm_calls: int = typer.Option(8, help="Analyzer/perturber calls per label (budget)."),
+    max_replays: Optional[int] = MaxReplaysOpt,
+    max_llm_calls: Optional[int] = MaxLLMCallsOpt,
     max_candidates: int = MaxCandidatesOpt,
     max_seconds: Optional[float] = typer.Option(None, help="Wall seconds per label (budget)."),
+    controls: int = ControlsOpt,
+    repeats: int = RepeatsOpt,
+    min_confidence: float = MinConfidenceOpt,
+    recheck: int = typer.Option(0, "--recheck", min=0,
+                                help="Also re-annotate N labelled failures from scratch (fresh analyzer samples, "
+                                     "another candidate order) and report how often (agent, step) agree."),
     include_suspect: bool = IncludeSuspectOpt,
     inject_mode: InjectMode = InjectModeOpt,
     max_tokens: Optional[int] = MaxTokensOpt,
@@ -331,8 +362,10 @@ def annotate_cmd(
     _prefect_env()
     from rootstep.flows._runner import start_cluster
     from rootstep.flows.annotate import counterfactual, inject
+    from rootstep.flows.annotate import recheck as recheck_flow
 
     framework = with_systems(framework, system)
+    causality = _causality(controls, repeats, min_confidence)
     run_ids = _recorded_runs(run_id, warehouse) if run_id else None
     budget = _budget(max_replays, max_llm_calls, max_seconds, max_candidates)
     where = _runner(runner, dask_address, ray_address, workers, worker_setup)
@@ -344,20 +377,33 @@ def annotate_cmd(
             if method in (Method.counterfactual, Method.both):
                 runs.extend(counterfactual(analyzer_model, frameworks=framework, benchmarks=benchmark, run_ids=run_ids,
                                            limit=limit, budget=budget, warehouse=warehouse, runner=shared,
-                                           max_tokens=max_tokens, include_suspect=include_suspect, limits=limits).runs)
+                                           max_tokens=max_tokens, include_suspect=include_suspect, limits=limits,
+                                           causality=causality).runs)
             if method in (Method.inject, Method.both):
                 perturber = None if perturber_model in (None, "none") else perturber_model
                 runs.extend(inject(perturber, frameworks=framework, benchmarks=benchmark, run_ids=run_ids, limit=limit,
                                    budget=budget, warehouse=warehouse, runner=shared, max_tokens=max_tokens,
-                                   mode=inject_mode.value, limits=limits).runs)
+                                   mode=inject_mode.value, limits=limits, causality=causality).runs)
+            if recheck:
+                runs.extend(recheck_flow(analyzer_model, recheck, frameworks=framework, benchmarks=benchmark,
+                                         run_ids=run_ids, budget=budget, warehouse=warehouse, runner=shared,
+                                         max_tokens=max_tokens, limits=limits, causality=causality).runs)
 
     _run_flows(both)
     for a in runs:
-        console.print(f"{a.method:<15} {a.framework:<12} {a.benchmark}/{a.task_id:<14} {a.status:<16} "
-                      f"{a.agent or '-'}@{'-' if a.step is None else a.step}  replays {a.replays}  "
-                      f"llm calls {a.llm_calls}  {a.seconds:.1f} s {a.mode or ''} {a.error or a.reason or ''}",
+        where = "+".join(map(str, a.steps)) if len(a.steps) > 1 else '-' if a.step is None else a.step
+        extra = "" if a.confidence is None else f"confidence {a.confidence:g}  "
+        if a.recheck_of is not None:
+            extra += f"re-check of {a.recheck_of}: {'agrees' if a.agrees else 'lands elsewhere'}  "
+        console.print(f"{a.method:<15} {a.framework:<12} {a.benchmark}/{a.task_id:<14} {a.status:<17} "
+                      f"{a.agent or '-'}@{where}  replays {a.replays}  "
+                      f"llm calls {a.llm_calls}  {a.seconds:.1f} s {extra}{a.mode or ''} {a.error or a.reason or ''}",
                       highlight=False)
     console.print(f"{len(runs)} run(s) annotated")
+    rechecked = [a for a in runs if a.recheck_of is not None]
+    if rechecked:
+        agreeing = sum(1 for a in rechecked if a.agrees)
+        console.print(f"re-check agreement: {agreeing} of {len(rechecked)} labels found again at the same agent and step")
 
 
 def _recorded_runs(prefixes: list[str], warehouse: Optional[str]) -> list[str]:

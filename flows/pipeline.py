@@ -26,7 +26,7 @@ from ._budget import Budget
 from ._injection import InjectionMode
 from ._runner import Runner, start_cluster
 from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, open_session
-from .annotate import AnnotatedRun, AnnotateReport
+from .annotate import AnnotatedRun, AnnotateReport, Causality
 from .annotate import counterfactual as counterfactual_flow
 from .annotate import inject as inject_flow
 from .collect import CollectedRun, CollectReport
@@ -34,8 +34,9 @@ from .collect import collect as collect_flow
 
 DEFAULT_BENCHMARKS = {"gsm8k": 2, "mbpp": 2}
 DEFAULT_FRAMEWORKS = ["ag2", "smolagents"]
-DEFAULT_BUDGET = Budget(max_replays=3, max_llm_calls=4, max_reasks=1, max_candidates=3, max_seconds=120)
-"""Small on purpose: the default run is a demonstration on a weak offline model. Three candidates: the
+DEFAULT_BUDGET = Budget(max_reasks=1, max_candidates=3)
+"""Replays and analyzer calls sized to each run's length (`Budget.for_run`), so that a label's earliest step
+can be established (a budget-stopped scan gives `unproven_earliest`, not a label). Three candidates: the
 analyzer's ranked diagnoses, or injection points spread over the run (one alone would be the answer step)."""
 
 EXPLORE_SQL = {
@@ -78,6 +79,8 @@ class PipelineReport(BaseModel):
         c["verifier_suspect"] = sum(1 for a in self.annotated if a.status == "verifier_suspect")
         c["verdict_suspect"] = sum(1 for a in self.annotated if a.status == "verdict_suspect")
         c["not_flipped"] = sum(1 for a in self.annotated if a.status == "not_flipped")
+        c["not_causal"] = sum(1 for a in self.annotated if a.status == "not_causal")
+        c["unproven_earliest"] = sum(1 for a in self.annotated if a.status == "unproven_earliest")
         c["annotation_errors"] = sum(1 for a in self.annotated if a.status == "error")
         return c
 
@@ -95,7 +98,9 @@ class PipelineReport(BaseModel):
             f"{c['successes']} successes, {c['failures']} failures",
             f"annotated {len(self.annotated)}: {c['labelled']} labelled, {c['unresolved']} unresolved, "
             f"{c['verifier_suspect']} with no agent error (verifier suspect), {c['verdict_suspect']} failures "
-            f"left out as suspect verdicts, {c['not_flipped']} successes not flipped, {c['annotation_errors']} errors",
+            f"left out as suspect verdicts, {c['not_flipped']} successes not flipped, {c['not_causal']} flips their "
+            f"control showed too (not causal), {c['unproven_earliest']} with the earliest step unproven, "
+            f"{c['annotation_errors']} errors",
             f"in {self.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_seconds.items()) + ")",
             "",
             fmt.format(*head),
@@ -130,6 +135,7 @@ def pipeline(
     runner: Runner | None = None,
     include_suspect: bool = False,
     inject_mode: InjectionMode = "auto",
+    causality: Causality | None = None,
 ) -> PipelineReport:
     """Collect runs, split them, annotate failures (counterfactual) and successes (fault injection).
 
@@ -146,6 +152,7 @@ def pipeline(
             step; a cut answer is re-asked with more room).
         include_suspect: also search failures whose verdict is suspect (`verdict_suspect` view).
         inject_mode: fault injection's mode (`auto`, `team_aware`, `persistent`, `one_shot`).
+        causality: controls and repeats per flip, the least confidence a label keeps (`Causality`).
         runner: where the tasks run: threads of this process (default), or a Dask / Ray cluster
             (`Runner(kind="dask", address=...)`; without an address a local one, `workers` processes).
     """
@@ -176,14 +183,16 @@ def pipeline(
             clock = time.perf_counter()
             done: AnnotateReport = counterfactual_flow(analyzer_model, frameworks=frameworks, benchmarks=scope_b,
                                            run_ids=run_ids, budget=budget, max_tokens=max_tokens,
-                                           runner=runner, session_id=session.id, include_suspect=include_suspect)
+                                           runner=runner, session_id=session.id, include_suspect=include_suspect,
+                                           causality=causality)
             report.annotated += done.runs
             report.stage_seconds["counterfactual"] = round(time.perf_counter() - clock, 3)
         if inject:
             clock = time.perf_counter()
             done = inject_flow(perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
                                budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0,
-                               max_tokens=max_tokens, runner=runner, session_id=session.id, mode=inject_mode)
+                               max_tokens=max_tokens, runner=runner, session_id=session.id, mode=inject_mode,
+                               causality=causality)
             report.annotated += done.runs
             report.stage_seconds["inject"] = round(time.perf_counter() - clock, 3)
     report.seconds = round(time.perf_counter() - started, 3)

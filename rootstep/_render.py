@@ -160,7 +160,13 @@ def print_stats(console: Console, warehouse: Warehouse) -> None:
 
 
 QUALITY_QUERIES = {
-    "yield and cost per verified label (collected runs)": "SELECT * FROM quality",
+    "yield and cost per verified label (collected runs)": (
+        "SELECT * EXCLUDE (not_causal, unproven_earliest, answer_leaks, multi_step_labels, confidence_high, "
+        "confidence_medium, confidence_low, median_edit_share, rechecks, agreement) FROM quality"),
+    "how far the labels are established (flips that are not labels, leaks, confidence, agreement on re-check)": (
+        "SELECT framework, benchmark, counterfactual_labels, flips, not_causal, unproven_earliest, answer_leaks, "
+        "multi_step_labels, confidence_high, confidence_medium, confidence_low, median_edit_share, rechecks, "
+        "agreement, live_calls_per_label FROM quality"),
     "where the labels sit (step as a share of the run: 0 first, 1 last)": "SELECT * FROM label_positions",
     "failures left out of counterfactual search: the verdict may be the verifier's misreading": (
         "SELECT framework, benchmark, count(*) AS runs, any_value(reason) AS example FROM verdict_suspect GROUP BY ALL "

@@ -177,14 +177,21 @@ def test_error_at_step_3_is_fixed_and_labelled_verified():
     # earlier agent steps 0 and 1 were examined (tool step 2 never), judged correct: no replay spent
     assert [at_step(p) for p in analyzer.prompts[1:]] == [0, 1]
     assert result.declined and [d.step for d in result.declined] == [0, 1]
-    [replay] = result.replays
+    replay, control = result.replays
     assert replay.purpose == "counterfactual" and replay.intervention.kind == "fix"
     assert (replay.success_before, replay.success_after, replay.flipped) == (False, True, True)
     assert (replay.live_calls, replay.replayed_calls) == (3, 2)  # agent steps 4, 5, 6 live; 0, 1 from the recording
+    # the control: step 3 forced as recorded, the rest live: the run still fails, so the flip is the fix's
+    assert control.intervention.kind == "control" and control.intervention.new_content == run.steps[3].content
+    assert (control.success_after, control.flipped, control.live_calls) == (False, False, 3)
+    check = a.metadata["flip_check"]
+    assert (check["flips"], check["trials"], check["control_flips"], check["control_trials"]) == (1, 1, 0, 1)
+    assert check["controls_replayed"] == [control.id] and check["controls_proven_identical"] == 0
+    assert a.metadata["earliest"] == "established" and a.metadata["untested_earlier"] == []
     assert result.fixed_run is not None and result.fixed_run.success and result.fixed_run.parent_run_id == run.id
     assert replay.result_run_id == result.fixed_run.id
-    assert a.evidence.replay_ids == [replay.id] and a.metadata["proof_replay_id"] == replay.id
-    assert a.cost.replays == 1 and a.cost.llm_calls == 3 + 3  # 3 analyzer calls + 3 live calls
+    assert a.evidence.replay_ids == [replay.id, control.id] and a.metadata["proof_replay_id"] == replay.id
+    assert a.cost.replays == 2 and a.cost.llm_calls == 3 + 3 + 3  # 3 analyzer calls + 3 live calls, the control's 3
     assert a.cost.tokens >= 30 and a.cost.seconds > 0
 
 
@@ -212,8 +219,10 @@ def test_later_correction_also_works_but_the_earliest_is_the_label():
     sources = [a.diagnosis.source for a in result.attempts]
     assert steps_tried == [5, 1, 3] and sources == ["ranked", "earlier", "earlier"]
     assert [a.success for a in result.attempts] == [True, False, True]
-    assert len(result.replays) == 3 and result.annotation.evidence.replay_ids == [r.id for r in result.replays]
-    assert result.annotation.metadata["proof_replay_id"] == result.replays[2].id
+    # fix 5 + its control, fix 1, fix 3 + its control
+    assert [r.intervention.kind for r in result.replays] == ["fix", "control", "fix", "fix", "control"]
+    assert result.annotation.evidence.replay_ids == [r.id for r in result.replays]
+    assert result.annotation.metadata["proof_replay_id"] == result.replays[3].id
     assert result.fixed_run.steps[3].content == f"I recompute carefully: value = {correct_value(3)}"
     # the step-1 prompt is told what was tested already; step 4 (after 3) is never examined
     assert "CORRECTIONS ALREADY TESTED" not in analyzer.prompts[1]
@@ -236,12 +245,16 @@ def test_unresolvable_failure_is_stored_unresolved_with_its_attempts():
 
     a = result.annotation
     assert (a.status, a.verified, a.agent, a.step) == ("unresolved", False, None, None)
-    # 3 ranked diagnoses, then the untried agent steps 0, 1, 4 from the start
-    assert [x.diagnosis.step for x in result.attempts] == [3, 5, 6, 0, 1, 4]
+    # 3 ranked diagnoses, then the untried agent steps 0, 1, 4 from the start, then the joint fix of the
+    # steps whose fixed replays repeated the run's answer (step 3's slip carried on), which fails too
+    assert [x.diagnosis.step for x in result.attempts] == [3, 5, 6, 0, 1, 4, 0]
+    assert [a.repeated for a in result.attempts[:6]] == [False, False, False, True, True, False]
+    assert result.attempts[-1].steps == [0, 1] and result.attempts[-1].replay.success_after is False
+    assert [x.step for x in result.replays[-1].intervention.also] == [1]
     assert all(r.success_after is False for r in result.replays)
     assert a.evidence.replay_ids == [r.id for r in result.replays]
-    assert sum("still failed" in note for note in a.evidence.notes) == 6
-    assert a.cost.replays == 6 and result.fixed_run is None
+    assert sum("still failed" in note for note in a.evidence.notes) == 7
+    assert a.cost.replays == 7 and result.fixed_run is None
     # previously failed diagnoses are fed back to the analyzer
     assert "DIAGNOSES ALREADY TESTED" not in analyzer.prompts[0]
     assert "- step 3 (Checker)" in analyzer.prompts[1] and "still failed" in analyzer.prompts[1]
@@ -291,16 +304,32 @@ def test_invalid_answers_until_the_reask_limit_end_the_proposal():
     assert any("LLM-call budget of 4 spent" in n for n in result.notes)
 
 
-def test_replay_budget_exhaustion_keeps_the_label_but_says_earlier_steps_were_not_tried():
+def test_a_budget_stopped_scan_is_unproven_earliest_not_a_label():
     ledger = Ledger({3})
     run = ledger.trajectory()
     analyzer = Recorder("cf-budget", lambda p, n: diag(5, fix=f"value = {correct_value(5)}") if at_step(p) is None
                         else diag(at_step(p), fix="value = 1", fix_needed=True))
     result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay, budget=Budget(max_replays=2))
-    assert result.verified and result.step == 5  # verified, but not necessarily the earliest
+    a = result.annotation
+    # the flip at step 5 is causal (its control failed), but steps 1, 3 and 4 were never tested
+    assert (a.status, a.verified, a.step, a.agent) == ("unproven_earliest", False, 5, "Solver")
+    assert a.metadata["untested_earlier"] == [1, 3, 4] and a.metadata["earliest"] == "unproven"
     assert [x.diagnosis.step for x in result.attempts] == [5, 0]
     assert any("earlier scan stopped before step 1: replay budget of 2 spent" in n for n in result.notes)
-    assert any("replay budget of 2 spent" in n for n in result.annotation.evidence.notes)
+    assert any("earliest not established: agent step(s) [1, 3, 4]" in n for n in a.evidence.notes)
+
+
+def test_the_default_budget_is_what_the_run_needs_and_establishes_the_earliest():
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    analyzer = Recorder("cf-auto-budget", lambda p, n: diag(5, fix=f"value = {correct_value(5)}") if at_step(p) is None
+                        else diag(at_step(p), fix=f"value = {correct_value(at_step(p)) + 1000}", fix_needed=True)
+                        if at_step(p) != 3 else diag(3, fix_needed=True))
+    assert Budget().for_run(6).max_replays == 3 + 6 + 1
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay)
+    a = result.annotation
+    assert (a.status, a.verified, a.step) == ("labelled", True, 3)
+    assert [x.diagnosis.step for x in result.attempts] == [5, 0, 1, 3]
 
 
 def test_live_call_budget_stops_the_search():
@@ -330,7 +359,8 @@ def test_replays_that_raise_or_diverge_decide_nothing():
     answers = iter([diag(3), diag(3, fix=f"value = {correct_value(3)}"), diag(3, fix=f"so value = {correct_value(3)}")])
     analyzer = Recorder("cf-flaky", lambda p, n: decline() if at_step(p) is not None else next(answers))
     result = find_decisive_step(run, analyzer=analyzer.chat, replay=flaky)
-    first, second, third = result.replays
+    first, second, third, control = result.replays
+    assert control.intervention.kind == "control" and control.success_after is False
     assert first.error == "RuntimeError: sandbox died" and first.success_after is None and first.result_run_id is None
     assert second.divergence and second.success_after is None
     assert third.success_after is True and result.verified and result.step == 3
@@ -354,7 +384,8 @@ def test_a_fix_whose_replay_crashed_may_be_proposed_again():
 
     analyzer = Recorder("cf-crash-same", lambda p, n: decline() if at_step(p) is not None else diag(3))
     result = find_decisive_step(run, analyzer=analyzer.chat, replay=crash_once)
-    assert [r.intervention.new_content for r in result.replays] == [result.replays[0].intervention.new_content] * 2
+    assert [r.intervention.new_content for r in result.replays[:2]] == [result.replays[0].intervention.new_content] * 2
+    assert result.replays[2].intervention.kind == "control"
     assert result.verified and result.step == 3 and "already tested" not in " ".join(analyzer.prompts)
 
 
@@ -398,11 +429,14 @@ def test_injection_that_flips_a_success_is_labelled_by_construction():
     assert a.evidence.reason == "added 7 to the subtraction result"
     assert result.failed_run is not None and a.run_id == result.failed_run.id != run.id
     assert result.failed_run.parent_run_id == run.id and result.failed_run.success is False
-    [replay] = result.replays
+    replay, control = result.replays
     assert replay.purpose == "fault_injection" and replay.intervention.kind == "corruption"
     assert (replay.success_before, replay.success_after) == (True, False)
+    # the control (step 3 unchanged) still succeeds: the failure is the corruption's
+    assert control.intervention.kind == "control" and control.success_after is True
+    assert a.metadata["flip_check"]["control_trials"] == 1 and a.metadata["flip_check"]["control_flips"] == 0
     assert a.metadata["source_run_id"] == run.id and a.annotator == "scripted/inj-flip"
-    assert a.cost.replays == 1 and a.cost.llm_calls == 1 + replay.live_calls
+    assert a.cost.replays == 2 and a.cost.llm_calls == 1 + replay.live_calls + control.live_calls
     assert "SUCCEEDED" in perturber.prompts[0] and "SPECIFIC" in perturber.prompts[0]
 
 

@@ -115,6 +115,8 @@ def test_reformatting_an_early_step_of_a_real_failure_verifies_nothing_and_the_s
     ])
 
     def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+        if i.kind == "control":  # the step as recorded: this deterministic team replays the recorded failure
+            return run, run.verdict, ReplayCost(live_calls=1)
         prefix = [(s.agent, s.kind, s.content) for s in run.steps[: i.step]] + [(run.steps[i.step].agent, "agent", i.new_content)]
         built = prefix + rest_final([], i)
         coder_last = next(c for a, k, c in reversed(built) if a == "coder")
@@ -288,7 +290,8 @@ def test_team_aware_one_step_is_rewritten_away_and_persistent_flips():
     assert result.flipped and (a.agent, a.step, a.verified) == ("coder", 1, True)
     assert a.metadata["mode"] == "persistent" and a.metadata["persist"] == "Zero counts as a positive number in this task."
     assert [x.mode for x in result.attempts if x.corruption.step == 1] == ["one_step", "persistent"]
-    assert team.interventions[-1].persist and team.interventions[-2].persist is None
+    tried = [i for i in team.interventions if i.kind != "control"]
+    assert tried[-1].persist and tried[-2].persist is None and team.interventions[-1].kind == "control"
     assert "persistent injection" in a.evidence.notes[0]
     # the perturber was told what the team sees and checks, and what Omega checks
     coder_prompt = next(p for p in prompts if "STEP TO CORRUPT: step 1 by coder" in p)
@@ -432,7 +435,7 @@ def test_a_corruption_may_restate_the_steps_tool_calls():
     prompt = next(p for p in prompts if "STEP TO CORRUPT: step 2 by checker" in p)
     assert "tool call: " in prompt and "calculator" in prompt and 'also give "tool_calls"' in prompt
     assert result.flipped and (result.annotation.agent, result.annotation.step) == ("checker", 2)
-    assert replay.calls[-1].tool_calls == wrong
+    assert [i for i in replay.calls if i.kind != "control"][-1].tool_calls == wrong
     assert result.annotation.metadata["tool_calls_changed"] is True
 
 

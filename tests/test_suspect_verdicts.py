@@ -49,9 +49,25 @@ def test_mark_suspect_keeps_successes_and_records_the_reason() -> None:
     ok = verify(task, "Answer: 1")
     assert mark_suspect(task, "Answer: 1", [], ok, verify) is ok
     bad = Verdict(success=False, details={"method": "none", "reason": "no answer found"})
+    # no answer, and none the verifier accepts anywhere in the run: a plain failure, searched, not suspect
     marked = mark_suspect(task, "It is one.", [], bad, verify)
-    assert is_suspect(marked) and "no answer" in is_suspect(marked)
+    assert is_suspect(marked) is None and "no answer" in marked.details["failure"]
+    # no answer read, but the text's last number is the reference answer: suspect, with that evidence
+    marked = mark_suspect(task, "x - 1 >= 0, so the smallest is x=1", [], bad, verify)
+    assert is_suspect(marked) and "found no answer, but the final answer states the reference answer" in is_suspect(marked)
     assert is_suspect(verify(task, "Answer: 3")) is None
+
+
+def test_no_code_or_code_that_does_not_compile_is_a_plain_failure() -> None:
+    """The hand-model slice: a manager that returned a number, a critic's message as the final answer, and
+    code that does not compile were all marked "no code" suspect and left out of the search."""
+    task = Task(benchmark="mbpp", task_id="1", prompt="add", verifier="code_tests", kind="coding",
+                metadata={"entry_point": "add", "harness": "asserts", "tests": ["assert add(1, 2) == 3"]})
+    failed = Verdict(success=False, details={"reason": "the program exited without a test result"})
+    for final, why in [("42", "no code"), ("Looks right. TERMINATE", "no code"),
+                       ("```python\ndef add(a, b)\n    return a + b\n```", "does not compile")]:
+        marked = mark_suspect(task, final, _steps(("coder", final)), failed, verify)
+        assert is_suspect(marked) is None and why in marked.details["failure"], final
 
 
 def test_a_fix_that_only_reformats_is_recognised() -> None:

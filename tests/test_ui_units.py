@@ -154,7 +154,8 @@ def test_is_loopback(host, loopback):
 def test_corpus_filters_sorts_and_counts(built):
     wh = built["warehouse"]
     page = corpus_page(wh, CorpusFilter.of({}))
-    assert page.counts["runs"] == 4 and page.counts["labels"] == 4 and page.counts["replays"] == 4
+    # 4 attempts and the controls of the 3 that flipped (issue 23)
+    assert page.counts["runs"] == 4 and page.counts["labels"] == 4 and page.counts["replays"] == 7
     ids = {r["id"] for r in page.rows}
     assert built["corrupted_run"] in ids  # a labelled replay is listed
     assert not ids & {r["result_run_id"] for r in wh.rows("SELECT result_run_id FROM replays WHERE purpose = 'counterfactual'")}
@@ -172,7 +173,9 @@ def test_run_view_holds_every_attempt_and_compares_the_proof_replay(built):
     view = run_view(built["warehouse"], built["counterfactual_run"][:12])
     assert (view.label.agent, view.label.step, view.label.method) == ("Planner", 1, "counterfactual")
     [evidence] = view.evidence
-    assert [(r["intervention_step"], r["success_after"]) for r in evidence.attempts] == [(4, False), (2, True), (1, True)]
+    # every flip is followed by its control (the step unchanged), which failed: both flips were causal
+    assert [(r["intervention_step"], r["intervention_kind"], r["success_after"]) for r in evidence.attempts] == [
+        (4, "fix", False), (2, "fix", True), (2, "control", False), (1, "fix", True), (1, "control", False)]
     assert view.comparison.replay["id"] == view.label.metadata["proof_replay_id"]
     assert view.comparison.alignment.rows[0].forced and view.comparison.alignment.rows[0].index == 1
     corrupted = run_view(built["warehouse"], built["corrupted_run"])
@@ -201,7 +204,7 @@ def test_evaluation_page_scores_like_rootstep_evaluate(built):
     assert scores.rows == result.table(("benchmark",))
     assert {c["method"]: c["verified"] for c in view.costs} == {"counterfactual": 1, "fault_injection": 1}
     cf = next(c for c in view.costs if c["method"] == "counterfactual")
-    assert cf["replays_per_label"] == 3 and cf["llm_calls_per_label"] == built["counterfactual"].annotation.cost.llm_calls
+    assert cf["replays_per_label"] == 5 and cf["llm_calls_per_label"] == built["counterfactual"].annotation.cost.llm_calls
     assert len(view.positions) == 4
 
 

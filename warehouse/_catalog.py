@@ -7,7 +7,9 @@ hide what the append-only layout leaves behind:
   content-derived id cannot make a duplicate visible);
 * `steps` only shows steps whose run row was committed by the same write batch (the run row is
   written last, so the steps of a batch that crashed half-way stay invisible);
-* `labels` is the latest verified label of each run; `successes` / `failures` split runs by Omega
+* `labels` is the latest verified label of each run (with its `confidence`; re-checks never count);
+  `label_steps` lists every step of every label (multi-step labels have several); `unproven_earliest`
+  and `not_causal` hold flips that are not labels; `agreement` pairs re-checks with their labels; `successes` / `failures` split runs by Omega
   (original runs only: a replayed run, `parent_run_id` set, is in neither);
 * `verdict_suspect`: failures whose verdict may be the verifier's misreading of a right answer (the
   reason); `verifier_suspect`: annotations that found no agent error; `quality` and `label_positions`:
@@ -65,9 +67,17 @@ def view_statements(globs: dict[str, str | None]) -> list[str]:
     statements += [
         f"CREATE OR REPLACE VIEW steps AS SELECT {_ordered_columns('steps')} FROM raw_steps s "
         "WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.batch_id = s.batch_id)",
-        "CREATE OR REPLACE VIEW labels AS SELECT * FROM annotations "
-        "WHERE verified AND status = 'labelled' "
+        "CREATE OR REPLACE VIEW labels AS SELECT *, "
+        "TRY_CAST(json_extract_string(metadata, '$.confidence') AS DOUBLE) AS confidence FROM annotations "
+        f"WHERE verified AND status = 'labelled' AND {_NOT_RECHECK} "
         "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY created_at DESC, id DESC) = 1",
+        _LABEL_STEPS,
+        "CREATE OR REPLACE VIEW unproven_earliest AS SELECT *, "
+        "TRY_CAST(json_extract_string(metadata, '$.confidence') AS DOUBLE) AS confidence FROM annotations a "
+        f"WHERE status = 'unproven_earliest' AND {_NOT_RECHECK} "
+        "AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.run_id = a.run_id)",
+        f"CREATE OR REPLACE VIEW not_causal AS SELECT * FROM annotations WHERE status = 'not_causal' AND {_NOT_RECHECK}",
+        _AGREEMENT,
         "CREATE OR REPLACE VIEW successes AS SELECT * FROM runs WHERE success AND parent_run_id IS NULL",
         "CREATE OR REPLACE VIEW failures AS SELECT * FROM runs WHERE NOT success AND parent_run_id IS NULL",
         "CREATE OR REPLACE VIEW unresolved AS SELECT * FROM annotations a WHERE status = 'unresolved' "
@@ -75,12 +85,36 @@ def view_statements(globs: dict[str, str | None]) -> list[str]:
         "CREATE OR REPLACE VIEW verdict_suspect AS SELECT id AS run_id, framework, benchmark, task_id, "
         "json_extract_string(verdict_details, '$.suspect') AS reason, final_answer, ground_truth, model "
         "FROM failures WHERE json_extract_string(verdict_details, '$.suspect') IS NOT NULL",
-        "CREATE OR REPLACE VIEW verifier_suspect AS SELECT * FROM annotations WHERE status = 'verifier_suspect'",
+        "CREATE OR REPLACE VIEW verifier_suspect AS SELECT * FROM annotations WHERE status = 'verifier_suspect' "
+        f"AND {_NOT_RECHECK}",
         _QUALITY,
         _LABEL_POSITIONS,
     ]
     return statements
 
+
+_NOT_RECHECK = "json_extract_string(metadata, '$.recheck_of') IS NULL"
+
+_LABEL_STEPS = """CREATE OR REPLACE VIEW label_steps AS
+WITH l AS (
+  SELECT id, run_id, framework, benchmark, method, agent, step AS primary_step, confidence,
+         coalesce(TRY_CAST(json_extract(metadata, '$.steps') AS INTEGER[]), [step]) AS all_steps FROM labels)
+SELECT l.id AS annotation_id, l.run_id, l.framework, l.benchmark, l.method, u.step, coalesce(s.agent, l.agent) AS agent,
+       u.step = l.primary_step AS is_primary, len(l.all_steps) > 1 AS multi_step, l.confidence
+FROM l, unnest(l.all_steps) AS u(step)
+LEFT JOIN steps s ON s.run_id = l.run_id AND s.step = u.step
+ORDER BY l.run_id, u.step"""
+"""Every step of every label: one row per step (a multi-step label, the joint fix of a repeated error, has
+several; `is_primary` marks the earliest, which is the label's own step)."""
+
+_AGREEMENT = """CREATE OR REPLACE VIEW agreement AS
+SELECT o.framework, o.benchmark, o.run_id, o.id AS label_id, o.agent AS label_agent, o.step AS label_step,
+       r.id AS recheck_id, r.status AS recheck_status, r.agent AS recheck_agent, r.step AS recheck_step,
+       coalesce(TRY_CAST(json_extract_string(r.metadata, '$.recheck_agrees') AS BOOLEAN), false) AS agrees,
+       r.created_at AS rechecked_at
+FROM annotations r JOIN annotations o ON o.id = json_extract_string(r.metadata, '$.recheck_of')"""
+"""Each re-check (`rootstep annotate --recheck N`: the label re-done from scratch) beside the label it re-did,
+and whether the (agent, step) agree."""
 
 _QUALITY = """CREATE OR REPLACE VIEW quality AS
 WITH collected AS (SELECT * FROM runs WHERE parent_run_id IS NULL AND source = 'rootstep'),
@@ -91,9 +125,13 @@ r AS (
            AS suspect_verdicts
   FROM collected GROUP BY ALL),
 ann AS (
-  SELECT a.*, a.status = 'labelled' AND a.verified AS is_label, greatest(coalesce(x.n_steps, 1) - 1, 1) AS last_step
+  SELECT a.*, a.status = 'labelled' AND a.verified AS is_label, greatest(coalesce(x.n_steps, 1) - 1, 1) AS last_step,
+         TRY_CAST(json_extract_string(a.metadata, '$.confidence') AS DOUBLE) AS confidence,
+         coalesce(TRY_CAST(json_extract_string(a.metadata, '$.answer_leaks') AS INTEGER), 0) AS answer_leaks,
+         coalesce(TRY_CAST(json_extract_string(a.metadata, '$.multi_step') AS BOOLEAN), false) AS multi_step,
+         TRY_CAST(json_extract_string(a.metadata, '$.edit.share') AS DOUBLE) AS edit_share
   FROM annotations a LEFT JOIN runs x ON x.id = a.run_id
-  WHERE a.method IN ('counterfactual', 'fault_injection')),
+  WHERE a.method IN ('counterfactual', 'fault_injection') AND json_extract_string(a.metadata, '$.recheck_of') IS NULL),
 a AS (
   SELECT framework, benchmark,
          count(DISTINCT run_id) FILTER (WHERE method = 'counterfactual' AND is_label) AS counterfactual_labels,
@@ -102,9 +140,20 @@ a AS (
          count(DISTINCT run_id) FILTER (WHERE method = 'counterfactual' AND status = 'unresolved') AS unresolved,
          count(DISTINCT run_id) FILTER (WHERE method = 'fault_injection' AND is_label) AS flips,
          count(*) FILTER (WHERE is_label) AS labels,
+         count(DISTINCT run_id) FILTER (WHERE status = 'not_causal') AS not_causal,
+         count(DISTINCT run_id) FILTER (WHERE status = 'unproven_earliest') AS unproven_earliest,
+         sum(answer_leaks) AS answer_leaks,
+         count(*) FILTER (WHERE is_label AND multi_step) AS multi_step_labels,
+         count(*) FILTER (WHERE is_label AND confidence >= 0.5) AS confidence_high,
+         count(*) FILTER (WHERE is_label AND confidence >= 0.2 AND confidence < 0.5) AS confidence_medium,
+         count(*) FILTER (WHERE is_label AND (confidence < 0.2 OR confidence IS NULL)) AS confidence_low,
+         median(edit_share) FILTER (WHERE is_label) AS median_edit_share,
          sum(cost_llm_calls) AS llm_calls, sum(cost_usd) AS usd,
          avg(step / last_step) FILTER (WHERE is_label) AS mean_position
   FROM ann GROUP BY ALL),
+agr AS (
+  SELECT framework, benchmark, count(*) AS rechecks, count(*) FILTER (WHERE agrees) AS rechecks_agreeing
+  FROM agreement GROUP BY ALL),
 inj AS (
   SELECT framework, benchmark, count(DISTINCT run_id) AS injection_attempts, count(*) AS injection_replays
   FROM replays WHERE purpose = 'fault_injection' GROUP BY ALL)
@@ -115,14 +164,24 @@ SELECT r.framework, r.benchmark, r.runs, r.successes, r.failures, r.suspect_verd
        round(100.0 * coalesce(a.labels, 0) / r.runs, 1) AS labels_per_100_runs,
        round(a.llm_calls / nullif(a.labels, 0), 1) AS live_calls_per_label,
        round(a.usd / nullif(a.labels, 0), 6) AS usd_per_label,
-       round(a.mean_position, 2) AS mean_label_position
+       round(a.mean_position, 2) AS mean_label_position,
+       coalesce(a.not_causal, 0) AS not_causal, coalesce(a.unproven_earliest, 0) AS unproven_earliest,
+       coalesce(a.answer_leaks, 0) AS answer_leaks, coalesce(a.multi_step_labels, 0) AS multi_step_labels,
+       coalesce(a.confidence_high, 0) AS confidence_high, coalesce(a.confidence_medium, 0) AS confidence_medium,
+       coalesce(a.confidence_low, 0) AS confidence_low, round(a.median_edit_share, 3) AS median_edit_share,
+       coalesce(agr.rechecks, 0) AS rechecks, round(agr.rechecks_agreeing / nullif(agr.rechecks, 0), 2) AS agreement
 FROM r LEFT JOIN a USING (framework, benchmark) LEFT JOIN inj USING (framework, benchmark)
+LEFT JOIN agr USING (framework, benchmark)
 ORDER BY r.framework, r.benchmark"""
 """Yield and cost of the annotation pipeline per framework x benchmark, over the runs rootstep collected.
 Counts are of runs; `injection_attempts` are successes corrupted at least once, `flips` those that gave
 a label; `live_calls_per_label` / `usd_per_label` divide the cost of every search (unresolved and
-not-flipped ones included) by the verified labels; `mean_label_position` is the label's step as a share
-of its run (0 = first step, 1 = last)."""
+not-flipped ones included, control replays included) by the verified labels; `mean_label_position` is the
+label's step as a share of its run (0 = first step, 1 = last). Issue 23: `not_causal` (a flip its control
+showed too), `unproven_earliest` (a flip with earlier steps untested), `answer_leaks` (fixes / corruptions
+rejected for handing over or planting an answer), `multi_step_labels`, labels by confidence band (high
+>= 0.5, medium >= 0.2, low), `median_edit_share` (the share of its step a label's fix or corruption
+changed), and `rechecks` / `agreement` (the share of re-checks that found the same agent and step)."""
 
 _LABEL_POSITIONS = """CREATE OR REPLACE VIEW label_positions AS
 SELECT l.framework, l.benchmark, l.method, l.agent, count(*) AS labels,
@@ -136,5 +195,6 @@ GROUP BY ALL ORDER BY l.framework, l.benchmark, l.method, labels DESC"""
 run's last agent step (a corpus of last-step labels teaches a tracer to blame the last step)."""
 
 
-PUBLIC_VIEWS = ("runs", "steps", "llm_calls", "replays", "annotations", "labels", "successes", "failures", "unresolved",
-                "verdict_suspect", "verifier_suspect", "quality", "label_positions")
+PUBLIC_VIEWS = ("runs", "steps", "llm_calls", "replays", "annotations", "labels", "label_steps", "successes", "failures",
+                "unresolved", "unproven_earliest", "not_causal", "agreement", "verdict_suspect", "verifier_suspect",
+                "quality", "label_positions")

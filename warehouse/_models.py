@@ -19,7 +19,9 @@ StepKind = Literal["agent", "tool", "environment", "human"]
 """Only `agent` steps are LLM-produced and can be decisive errors; the others are kept all the same."""
 
 AnnotationMethod = Literal["counterfactual", "fault_injection", "human", "imported", "tracer"]
-AnnotationStatus = Literal["labelled", "unresolved", "verifier_suspect"]
+AnnotationStatus = Literal["labelled", "unresolved", "verifier_suspect", "not_causal", "unproven_earliest"]
+"""`not_causal`: a fix (or corruption) flipped the run, but so did a control replay with the step unchanged;
+`unproven_earliest`: a causal flip whose earlier agent steps were not all tested or cleared. Neither is a label."""
 CallMode = Literal["live", "replayed", "forced", "cached"]
 CallPurpose = Literal["step", "speaker_selection", "parse_retry", "planning", "summary", "other"]
 ReplayPurpose = Literal["counterfactual", "fault_injection", "exact", "other"]
@@ -197,7 +199,9 @@ class Intervention(_Model):
     run_id: str
     step: int = Field(ge=0)
     new_content: str
-    kind: Literal["fix", "corruption"] = "fix"
+    kind: Literal["fix", "corruption", "control"] = "fix"
+    """`control`: the step's recorded response forced unchanged (everything after it live), the other half
+    of a cause: a flip that the control shows too is a re-roll, not the intervention's effect."""
     agent: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     persist: str | None = None
@@ -205,6 +209,9 @@ class Intervention(_Model):
     intervened agent's system prompt on every later live call of the replay, so the agent keeps making
     the mistake instead of being talked out of it by the team. The label stays on `step`, the first
     corrupted step."""
+    also: list["Intervention"] = Field(default_factory=list)
+    """A joint fix: further, later steps forced in the same replay (each by its agent's call ordinal, since
+    the requests after the first forced step are new). Each must be an agent step after `step`."""
 
 
 class Replay(_Model):

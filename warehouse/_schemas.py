@@ -115,6 +115,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("intervention_content", pa.string()),
             ("intervention_tool_calls", pa.string()),
             ("intervention_persist", pa.string()),
+            ("intervention_also", pa.string()),
             ("result_run_id", pa.string()),
             ("success_before", pa.bool_()),
             ("success_after", pa.bool_()),
@@ -281,6 +282,7 @@ def replay_row(r: Replay) -> dict[str, Any]:
         "intervention_content": None if i is None else i.new_content,
         "intervention_tool_calls": None if i is None else _json(i.tool_calls),
         "intervention_persist": None if i is None else i.persist,
+        "intervention_also": None if i is None or not i.also else _json([x.model_dump(mode="json") for x in i.also]),
         "result_run_id": r.result_run_id,
         "success_before": r.success_before,
         "success_after": r.success_after,
@@ -307,6 +309,7 @@ def replay_from_row(row: dict[str, Any]) -> Replay:
             agent=row["intervention_agent"],
             tool_calls=_unjson(row["intervention_tool_calls"]),
             persist=row.get("intervention_persist"),
+            also=[Intervention.model_validate(x) for x in (_unjson(row.get("intervention_also")) or [])],
         )
     fields = set(Replay.model_fields) - {"intervention"}
     return Replay(intervention=intervention, **{k: row[k] for k in fields if k in row})

@@ -95,7 +95,8 @@ def _tool_call(raw: dict[str, Any], index: int, run_id: str, step: int) -> dict[
 def forced_response(original: LLMCall, intervention: Intervention) -> dict[str, Any]:
     """The recorded response with the intervention's content: a full ChatCompletion.
 
-    Tool calls: `intervention.tool_calls` when given (an empty list removes them), otherwise the
+    A `control` intervention forces the recorded response itself, unchanged (the step as the model
+    wrote it, whatever the adapter made of its text). Tool calls: `intervention.tool_calls` when given (an empty list removes them), otherwise the
     original's are kept. The finish reason follows (`tool_calls` or `stop`); usage is zero, since no
     model produced it.
     """
@@ -107,6 +108,8 @@ def forced_response(original: LLMCall, intervention: Intervention) -> dict[str, 
     }
     response["id"] = f"chatcmpl-forced-{original.request_hash[:12]}-{intervention.step}"
     response["system_fingerprint"] = "rootstep-forced"
+    if intervention.kind == "control" and original.response.get("choices"):
+        return response
     choice = response["choices"][0]
     message = choice.setdefault("message", {"role": "assistant"})
     message["role"] = "assistant"
@@ -139,6 +142,9 @@ class ReplayPlan:
         self.forced: dict[str, Any] | None = None
         self.persist: tuple[str, str] | None = None
         """(agent, instruction) of a persistent intervention."""
+        self.joint: dict[tuple[str, int], dict[str, Any]] = {}
+        """A joint fix's later steps: (agent, the agent's call ordinal in the recording) -> forced response."""
+        self.ordinals: dict[str, int] = {}
         if intervention is not None:
             position = intervention_position(recorded, intervention, call_position=call_position, step_calls=step_calls)
             original = recorded[position]
@@ -147,6 +153,14 @@ class ReplayPlan:
             self.forced_position = position
             if intervention.persist:
                 self.persist = (original.agent, intervention.persist)
+            for extra in intervention.also:
+                at = intervention_position(recorded, extra.model_copy(update={"run_id": intervention.run_id}),
+                                           step_calls=step_calls)
+                if at <= position:
+                    raise ValueError(f"a joint fix's step {extra.step} must come after its first step {intervention.step}")
+                agent = recorded[at].agent
+                ordinal = sum(1 for c in recorded[:at] if c.agent == agent)
+                self.joint[(agent, ordinal)] = forced_response(recorded[at], extra)
         self.live = False
         self._lock = threading.Lock()
 
@@ -154,8 +168,11 @@ class ReplayPlan:
         """`("replayed", LLMCall)`, `("forced", response)` or `("live", None)`; raises ReplayDivergence."""
         key = (agent, request_hash, counter)
         with self._lock:
+            ordinal = self.ordinals.get(agent, 0)
+            self.ordinals[agent] = ordinal + 1
             if self.live:
-                return "live", None
+                joint = self.joint.pop((agent, ordinal), None)
+                return ("forced", copy.deepcopy(joint)) if joint is not None else ("live", None)
             if key == self.forced_key:
                 self.live = True
                 return "forced", copy.deepcopy(self.forced)

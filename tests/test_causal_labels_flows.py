@@ -1,0 +1,322 @@
+"""Causal labels end to end (issue 23): real AG2 and AgentPrune in Docker, scripted agents through the
+gateway, real Prefect flows and the warehouse.
+
+* a flaky AG2 team (sampled, temperature 0.7: its coder gets the answer right on a later, live call
+  whatever it is told) whose control replay succeeds too: no label, `not_causal`;
+* a deterministic AG2 team (temperature 0, scripted): the control is proven identical without a live
+  call; a re-check with another analyzer lands on another step and is reported;
+* an AgentPrune ensemble on GSM8K whose four agents all give one wrong answer: each single fix leaves the
+  majority wrong, the decision node's fix flips it, and the joint fix of the four agents gives a
+  multi-step label, not a last-step one; with a small budget the scan stops: `unproven_earliest`;
+* a fix that hands over the reference answer at the first agent step (a plan) is rejected and re-asked;
+* an MBPP+ run whose answer holds no code is a plain failure, searched (not suspect), and labelled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from rootstep.adapters.gateway import register_script
+from rootstep.benchmarks import load_tasks
+from rootstep.flows import Budget
+from rootstep.warehouse import Warehouse
+
+from . import _team_support as T
+from ._adapter_support import require_framework_image
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
+@pytest.fixture(scope="module")
+def gsm():
+    task = next(t for t in load_tasks("gsm8k") if re.fullmatch(r"\d+", (t.ground_truth or "").split("####")[-1].strip()))
+    right = int(task.ground_truth.split("####")[-1].strip())
+    return task, right, right + 7
+
+
+def _text(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content")) for m in messages)
+
+
+def _step_prompt(prompt: str) -> int | None:
+    m = re.search(r"STEP UNDER EXAMINATION: step (\d+)", prompt)
+    return int(m.group(1)) if m else None
+
+
+def _analyzer(name: str, answer) -> str:
+    def fn(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        prompt = messages[-1]["content"]
+        return answer(prompt, _step_prompt(prompt))
+
+    register_script(name, fn)
+    return f"scripted/{name}"
+
+
+def _fix(step: int, agent: str, text: str) -> str:
+    return json.dumps({"mistake_step": step, "mistake_agent": agent, "reason": "the arithmetic is wrong",
+                       "suggested_fix": text, "fix_needed": True})
+
+
+DECLINE = json.dumps({"fix_needed": False, "reason": "this step is correct"})
+
+
+# ------------------------------------------------------------------------------------------- AG2 on GSM8K
+
+
+def _ag2_team(prefix: str, right: int, wrong: int, *, flaky: bool) -> tuple[str, dict[str, str]]:
+    """coder: its answer, kept when its own earlier message stated one (a fixed step carries on); the flaky
+    coder answers wrong on its first two calls (the recording) and right on every later, live one.
+    critic: asks once for a re-check, then TERMINATE."""
+    calls = {"coder": 0}
+
+    def coder(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        calls["coder"] += 1
+        mine = [str(m.get("content")) for m in messages if m.get("role") == "assistant"]
+        if flaky:
+            value = wrong if calls["coder"] <= 2 else right
+        else:
+            stated = [int(x) for x in re.findall(r"Answer: (\d+)", "\n".join(mine))]
+            value = stated[-1] if stated else wrong
+        return f"I worked it out step by step.\nAnswer: {value}"
+
+    def critic(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        if "Please re-check" in _text(messages):
+            return "Agreed. TERMINATE"
+        return "Please re-check the arithmetic and state the final answer again."
+
+    register_script(f"{prefix}-coder", coder)
+    register_script(f"{prefix}-critic", critic)
+    return f"scripted/{prefix}-coder", {"critic": f"scripted/{prefix}-critic"}
+
+
+def test_a_flaky_teams_flip_that_its_control_shows_too_is_no_label(prefect_harness, tmp_path, docker_sandbox, gsm):
+    from rootstep.flows._session import open_session
+    from rootstep.flows.annotate import counterfactual
+    from rootstep.flows.collect import collect
+
+    require_framework_image("ag2")
+    task, right, wrong = gsm
+    model, agent_models = _ag2_team("flaky", right, wrong, flaky=True)
+    analyzer = _analyzer("causal-flaky-analyzer", lambda p, step: _fix(1, "coder", f"Let me recompute.\nAnswer: {right}")
+                         if step is None else DECLINE)
+    with open_session(str(tmp_path), adapter_options={"temperature": 0.7}) as session:
+        [run] = collect(["ag2"], tasks=[task], model=model, agent_models=agent_models, session_id=session.id).runs
+        assert run.success is False
+        report = counterfactual(analyzer, session_id=session.id, budget=Budget(max_candidates=1))
+    [done] = report.runs
+    assert done.status == "not_causal" and not done.verified, done
+    wh = Warehouse(str(tmp_path))
+    assert wh.rows("SELECT count(*) AS n FROM labels")[0]["n"] == 0
+    [stored] = wh.rows("SELECT * FROM not_causal")
+    assert "control replays (the step unchanged) flipped" in stored["reason"]
+    kinds = [r["intervention_kind"] for r in wh.rows(
+        "SELECT intervention_kind FROM replays WHERE run_id = ? ORDER BY created_at", [run.run_id])]
+    assert kinds == ["fix", "control"]  # stored with its replays
+    control = wh.rows("SELECT * FROM replays WHERE intervention_kind = 'control'")[0]
+    assert control["success_after"] is True and control["live_calls"] > 0
+    [q] = wh.rows("SELECT not_causal, counterfactual_labels FROM quality")
+    assert q == {"not_causal": 1, "counterfactual_labels": 0}
+
+
+def test_a_deterministic_control_is_proven_identical_and_a_recheck_elsewhere_is_reported(
+        prefect_harness, tmp_path, docker_sandbox, gsm):
+    from rootstep.flows.annotate import counterfactual, recheck
+    from rootstep.flows.collect import collect
+
+    require_framework_image("ag2")
+    task, right, wrong = gsm
+    model, agent_models = _ag2_team("steady", right, wrong, flaky=False)
+    first = _analyzer("causal-steady-a", lambda p, step: _fix(1, "coder", f"Let me recompute.\nAnswer: {right}")
+                      if step is None else DECLINE)
+    wh_dir = str(tmp_path)
+    [run] = collect(["ag2"], tasks=[task], model=model, agent_models=agent_models, warehouse=wh_dir).runs
+    assert run.success is False
+    [done] = counterfactual(first, warehouse=wh_dir, budget=Budget(max_candidates=1)).runs
+    assert (done.status, done.verified, done.agent, done.step) == ("labelled", True, "coder", 1), done
+    wh = Warehouse(wh_dir)
+    label = wh.label(run.run_id)
+    check = label.metadata["flip_check"]
+    assert check["controls_replayed"] == [] and check["controls_proven_identical"] == 1
+    assert "answered deterministically" in check["proven_identical_because"]
+    assert wh.rows("SELECT count(*) AS n FROM replays WHERE intervention_kind = 'control'")[0]["n"] == 0
+    assert label.metadata["earliest"] == "established"
+    [row] = wh.rows("SELECT confidence FROM labels")
+    assert row["confidence"] == label.metadata["confidence"] > 0.2  # the control side is known exactly
+
+    # a re-check with a fresh analyzer that blames the coder's second message instead
+    second = _analyzer("causal-steady-b", lambda p, step: DECLINE if step is not None and step != 4 else
+                       _fix(4, "coder", f"Rechecked.\nAnswer: {right}"))
+    [again] = recheck(second, 1, warehouse=wh_dir, budget=Budget(max_candidates=1)).runs
+    assert again.recheck_of == label.id and again.agrees is False and (again.agent, again.step) == ("coder", 4), again
+    [agreement] = wh.rows("SELECT label_step, recheck_step, agrees FROM agreement")
+    assert agreement == {"label_step": 1, "recheck_step": 4, "agrees": False}
+    assert wh.label(run.run_id).id == label.id  # the re-check does not replace the label
+    [q] = wh.rows("SELECT rechecks, agreement FROM quality")
+    assert q == {"rechecks": 1, "agreement": 0.0}
+
+
+# ------------------------------------------------------------------------------------ AgentPrune ensemble
+
+
+ROUND = ("math_solver", "analyst", "programmer", "inspector")
+
+
+def _ensemble(prefix: str, wrong: int, plan_first: bool = False) -> tuple[str, dict[str, str]]:
+    """Every agent answers `wrong` (a plan instead, for the math solver, with `plan_first`); the decision node
+    gives the majority of the agents' stated answers."""
+    def agent(name: str):
+        def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+            if plan_first and name == "math_solver":
+                return "Plan: read the quantities, then compute the total step by step."
+            return f"I computed it from the quantities in the task.\nAnswer: {wrong}"
+        return reply
+
+    def decision(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        said = Counter(re.findall(r"Answer: (\d+)", _text(messages[1:])))
+        value = said.most_common(1)[0][0] if said else str(wrong)
+        return f"The agents' answers weighed.\nAnswer: {value}"
+
+    models = {name: f"scripted/{prefix}-{name}" for name in ROUND}
+    for name in ROUND:
+        register_script(f"{prefix}-{name}", agent(name))
+    register_script(f"{prefix}-decision", decision)
+    return f"scripted/{prefix}-decision", models
+
+
+def _ensemble_run(tmp_path, prefix: str, gsm, **kw):
+    """The scripted ensemble and a flow session whose AgentPrune runs one round with every edge kept."""
+    from rootstep.flows._session import open_session
+
+    require_framework_image("agentprune")
+    task, right, wrong = gsm
+    model, agent_models = _ensemble(prefix, wrong, **kw)
+    session = open_session(str(tmp_path), adapter_options={"rounds": 1, "pruning_ratio": 0.0})
+    return session, model, agent_models, task, right
+
+
+def test_an_ensemble_repeating_one_error_gets_a_multi_step_label(prefect_harness, tmp_path, docker_sandbox, gsm):
+    from rootstep.flows.annotate import counterfactual
+    from rootstep.flows.collect import collect
+
+    session_cm, model, agent_models, task, right = _ensemble_run(tmp_path, "ens", gsm)
+
+    def analyzer(prompt: str, step: int | None) -> str:
+        if step is None:  # the symptom: the decision node's answer
+            return _fix(int(re.findall(r"\[step (\d+)\] decision", prompt)[-1]), "decision", f"Weighed again.\nAnswer: {right}")
+        agent = re.search(rf"STEP UNDER EXAMINATION: step {step} by (\w+)", prompt).group(1)
+        return _fix(step, agent, f"I recomputed it.\nAnswer: {right}")
+
+    name = _analyzer("causal-ensemble", analyzer)
+    with session_cm as session:
+        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session_id=session.id).runs
+        assert run.success is False
+        trajectory = session.warehouse.trajectory(run.run_id)
+        agents = [s.index for s in trajectory.steps if s.kind == "agent" and s.agent in ROUND]
+        assert len(agents) == 4
+        [done] = counterfactual(name, session_id=session.id, budget=Budget(max_candidates=1)).runs
+    assert (done.status, done.verified) == ("labelled", True), done
+    assert done.agent != "decision" and done.step == agents[0] and done.steps == agents
+    wh = Warehouse(str(tmp_path))
+    steps = wh.rows("SELECT step, agent, is_primary FROM label_steps ORDER BY step")
+    assert [s["step"] for s in steps] == agents and [s["is_primary"] for s in steps] == [True, False, False, False]
+    label = wh.label(run.run_id)
+    assert label.metadata["multi_step"] is True and label.metadata["earliest"] == "established"
+    joint = wh.rows("SELECT * FROM replays WHERE intervention_also IS NOT NULL")
+    assert len(joint) == 1 and joint[0]["success_after"] is True
+    # the decision node's own fix flipped the run too, but a single fix of any agent did not
+    outcomes = {r["intervention_step"]: r["success_after"] for r in wh.rows(
+        "SELECT intervention_step, success_after FROM replays WHERE intervention_kind = 'fix' "
+        "AND intervention_also IS NULL")}
+    assert [outcomes[i] for i in agents] == [False] * 4 and True in outcomes.values()
+    [q] = wh.rows("SELECT multi_step_labels FROM quality")
+    assert q["multi_step_labels"] == 1
+
+
+def test_a_budget_stopped_scan_is_unproven_earliest(prefect_harness, tmp_path, docker_sandbox, gsm):
+    from rootstep.flows.annotate import counterfactual
+    from rootstep.flows.collect import collect
+
+    session_cm, model, agent_models, task, right = _ensemble_run(tmp_path, "ens-budget", gsm)
+    name = _analyzer("causal-budget", lambda p, step: _fix(int(re.findall(r"\[step (\d+)\] decision", p)[-1]), "decision",
+                                                          f"Weighed again.\nAnswer: {right}") if step is None else
+                     _fix(step, re.search(rf"step {step} by (\w+)", p).group(1), f"Recomputed.\nAnswer: {right}"))
+    with session_cm as session:
+        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session_id=session.id).runs
+        [done] = counterfactual(name, session_id=session.id, budget=Budget(max_candidates=1, max_replays=2)).runs
+    assert (done.status, done.verified, done.agent) == ("unproven_earliest", False, "decision"), done
+    wh = Warehouse(str(tmp_path))
+    assert wh.rows("SELECT count(*) AS n FROM labels")[0]["n"] == 0
+    [row] = wh.rows("SELECT * FROM unproven_earliest")
+    assert any("earliest not established" in n for n in row["notes"])
+    assert any("scan stopped" in n and "replay budget of 2 spent" in n for n in row["notes"])
+
+
+def test_a_fix_that_hands_over_the_answer_at_the_first_agent_step_is_rejected(
+        prefect_harness, tmp_path, docker_sandbox, gsm):
+    from rootstep.flows.annotate import counterfactual
+    from rootstep.flows.collect import collect
+
+    session_cm, model, agent_models, task, right = _ensemble_run(tmp_path, "ens-leak", gsm, plan_first=True)
+    asked: list[str] = []
+
+    def analyzer(prompt: str, step: int | None) -> str:
+        asked.append(prompt)
+        if step is None and len([p for p in asked if _step_prompt(p) is None]) == 1:
+            first = int(re.search(r"\[step (\d+)\] math_solver", prompt).group(1))
+            return _fix(first, "math_solver", f"Plan: the total is {right}.\nAnswer: {right}")  # hands it over
+        if step is None:
+            return _fix(int(re.findall(r"\[step (\d+)\] decision", prompt)[-1]), "decision", f"Weighed.\nAnswer: {right}")
+        return DECLINE
+
+    name = _analyzer("causal-leak", analyzer)
+    with session_cm as session:
+        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session_id=session.id).runs
+        [done] = counterfactual(name, session_id=session.id, budget=Budget(max_candidates=1)).runs
+    assert "answer_leak" in asked[1] and "hand over the answer" in asked[1]  # re-asked with the reason
+    wh = Warehouse(str(tmp_path))
+    assert all(f"Plan: the total is {right}" not in (r["intervention_content"] or "")
+               for r in wh.rows("SELECT intervention_content FROM replays"))
+    [annotation] = wh.rows("SELECT * FROM annotations")
+    assert json.loads(annotation["metadata"])["answer_leaks"] == 1
+    assert done.agent == "decision" and done.status == "labelled"
+    [q] = wh.rows("SELECT answer_leaks FROM quality")
+    assert q["answer_leaks"] == 1
+
+
+# ------------------------------------------------------------------------------------------- no code
+
+
+def test_a_run_with_no_code_in_its_answer_is_searched_not_suspect(prefect_harness, tmp_path, docker_sandbox):
+    from rootstep.flows.annotate import counterfactual
+    from rootstep.flows.collect import collect
+
+    require_framework_image("ag2")
+    [task] = T.team_tasks(limit=1)
+    team = T.TASKS[0]
+    register_script("nocode-coder", lambda m, p: "The function should square every number of the list.")
+    register_script("nocode-critic", lambda m, p: "Looks right. TERMINATE")
+    analyzer = _analyzer("causal-nocode", lambda p, step: _fix(1, "coder", T.ag2_message(team, team.good))
+                         if step is None else DECLINE)
+    wh_dir = str(tmp_path)
+    [run] = collect(["ag2"], tasks=[task], model="scripted/nocode-coder", agent_models={"critic": "scripted/nocode-critic"},
+                    warehouse=wh_dir).runs
+    assert run.success is False
+    wh = Warehouse(wh_dir)
+    assert wh.rows("SELECT count(*) AS n FROM verdict_suspect")[0]["n"] == 0
+    details = json.loads(wh.rows("SELECT verdict_details FROM runs")[0]["verdict_details"])
+    assert details["failure"] == "no code in the final answer"
+    [done] = counterfactual(analyzer, warehouse=wh_dir, budget=Budget(max_candidates=1)).runs
+    assert (done.status, done.verified, done.agent, done.step) == ("labelled", True, "coder", 1), done
