@@ -346,9 +346,13 @@ def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **
 # ------------------------------------------------------------------------------------ controls
 
 
-DETERMINISTIC_PROVIDERS = ("local", "scripted")
-"""Providers whose answer is a function of the request at temperature 0: the local llama.cpp model and
-scripted models. A cached response (`mode == "cached"`) is deterministic whatever its provider."""
+DETERMINISTIC_PROVIDERS = ("scripted",)
+"""Providers whose answer is a function of the request at temperature 0: scripted models. A cached
+response (`mode == "cached"`) is deterministic whatever its provider. The local llama.cpp models are NOT:
+their prompt cache and batched decoding change the floating-point sums, and greedy decoding then picks
+other tokens. Measured: the same AG2 request at temperature 0 to local/qwen2.5-coder-0.5b got two
+different answers in two runs of the main job's slice (GSM8K test-1101, the coder's second call), and
+one run succeeded where the other failed. Their controls are replayed like a remote model's."""
 
 Deterministic = Callable[[int], "str | None"]
 """`step -> why` a control replay of `step` would reproduce the recorded run exactly (no live call

@@ -39,9 +39,10 @@ class Harness:
         )
         self.server = GatewayServer(self.gateway).start()
 
-    def client(self, run_id: str, agent: str, **headers: str) -> OpenAI:
+    def client(self, run_id: str, agent: str, timeout: float = 30, **headers: str) -> OpenAI:
+        """`timeout`: seconds per call (a real local model on a busy machine needs minutes)."""
         return OpenAI(
-            base_url=self.server.base_url(run_id, agent), api_key="not-a-real-key", max_retries=0, timeout=30,
+            base_url=self.server.base_url(run_id, agent), api_key="not-a-real-key", max_retries=0, timeout=timeout,
             default_headers=headers or None,
         )
 

@@ -134,7 +134,7 @@ def test_offline_default_model_generates_text(tmp_path):
     h = Harness(tmp_path)
     try:
         h.gateway.register(RunContext(run_id="local-1"))  # the default model: no key, no network
-        reply = h.client("local-1", "a").chat.completions.create(
+        reply = h.client("local-1", "a", timeout=900).chat.completions.create(
             model="m", messages=[{"role": "user", "content": "The capital of France is"}], max_tokens=8, temperature=0
         )
         (call,) = h.gateway.calls("local-1")

@@ -121,7 +121,7 @@ def harness(tmp_path):
 @pytest.mark.realmodel
 def test_chat_template_tool_call_and_tool_result_round_trip(harness):
     harness.gateway.register(RunContext(run_id="tools", model="local/qwen2.5-coder-0.5b"))
-    client = harness.client("tools", "solver")
+    client = harness.client("tools", "solver", timeout=900)
     messages = [{"role": "user", "content": "What is 1234*5678? Use the calculator tool."}]
     first = client.chat.completions.create(model="m", messages=messages, tools=CALCULATOR, temperature=0, max_tokens=80)
     (call,) = first.choices[0].message.tool_calls
@@ -141,7 +141,7 @@ def test_chat_template_tool_call_and_tool_result_round_trip(harness):
 @pytest.mark.realmodel
 def test_streaming_sends_tokens_as_they_come_and_journals_the_whole_answer(harness):
     harness.gateway.register(RunContext(run_id="stream", model="local/qwen2.5-coder-0.5b"))
-    stream = harness.client("stream", "a").chat.completions.create(
+    stream = harness.client("stream", "a", timeout=900).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "Count from 1 to 8, separated by commas."}],
         temperature=0, max_tokens=40, stream=True)
     pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
@@ -154,7 +154,7 @@ def test_streaming_sends_tokens_as_they_come_and_journals_the_whole_answer(harne
 @pytest.mark.realmodel
 def test_json_mode_and_sampling_parameters_are_passed_through(harness):
     harness.gateway.register(RunContext(run_id="json", model="local/qwen2.5-coder-0.5b"))
-    client = harness.client("json", "a")
+    client = harness.client("json", "a", timeout=900)
     reply = client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "Describe Paris with keys city and country."}],
         response_format={"type": "json_object"}, temperature=0, max_tokens=60)
@@ -172,7 +172,7 @@ def test_a_request_longer_than_the_context_is_a_clear_error(harness, monkeypatch
     monkeypatch.setattr(_local_model, "_ENGINES", {})  # a fresh engine with the small context
     harness.gateway.register(RunContext(run_id="long", model="local/qwen2.5-coder-0.5b"))
     with pytest.raises(BadRequestError) as caught:
-        harness.client("long", "a").chat.completions.create(
+        harness.client("long", "a", timeout=900).chat.completions.create(
             model="m", messages=[{"role": "user", "content": "word " * 2000}], max_tokens=5)
     message = str(caught.value)
     assert "local/qwen2.5-coder-0.5b" in message and "context is 512 tokens" in message
@@ -188,7 +188,7 @@ def test_one_engine_serves_concurrent_episodes(harness):
     answers: dict[str, str] = {}
 
     def episode(run: str, n: int) -> None:
-        reply = harness.client(run, "a").chat.completions.create(
+        reply = harness.client(run, "a", timeout=900).chat.completions.create(
             model="m", messages=[{"role": "user", "content": f"Count from {n} to {n + 4}."}], temperature=0, max_tokens=24)
         answers[run] = reply.choices[0].message.content
 
