@@ -1,7 +1,7 @@
 """One module per multi-agent framework, the common Adapter contract, and the LLM gateway.
 
     from rootstep.adapters import get_adapter, list_adapters
-    adapter = get_adapter("ag2", gateway=server)      # server: a started rootstep.adapters.gateway.GatewayServer
+    adapter = get_adapter("ag2", gateway=server)      # server: a started rootstep.gateway.GatewayServer
     trajectory = adapter.run(task, "openai/gpt-4o-mini")
     replayed = adapter.replay(trajectory, intervention)
 

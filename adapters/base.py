@@ -49,7 +49,7 @@ from rootstep.warehouse.errors import RootstepError
 from rootstep.warehouse._models import StepKind, TaskKind
 
 if TYPE_CHECKING:
-    from rootstep.adapters.gateway import GatewayServer
+    from rootstep.gateway import GatewayServer
     from rootstep.benchmarks._answer import AnswerContract
     from rootstep.sandboxes import ImageSpec, Sandbox
 
@@ -199,7 +199,7 @@ class Adapter(ABC):
 
         `context` goes to the gateway's `RunContext` (`api_key`, `api_base`, `litellm_kwargs`, `cache`).
         """
-        from rootstep.adapters.gateway import RunContext
+        from rootstep.gateway import RunContext
 
         self._check_task(task)
         server = self._server(gateway)
@@ -227,7 +227,7 @@ class Adapter(ABC):
         served from the recording, and calls after it go live to `model` (default: the recorded one).
         `intervention.run_id` may be the trajectory's id or its gateway run id.
         """
-        from rootstep.adapters.gateway import RunContext
+        from rootstep.gateway import RunContext
 
         meta = trajectory.metadata
         if "gateway_run_id" not in meta or "task" not in meta:

@@ -260,7 +260,7 @@ class Ledger:
                           parent_run_id=parent, metadata={"gateway_run_id": run_id})
 
     def record(self, task: SimTask):
-        from rootstep.adapters.gateway import RunContext
+        from rootstep.gateway import RunContext
 
         run_id = self.new_id(f"rec-{task.task_id}")
         self.gateway.register(RunContext(run_id=run_id, framework=FRAMEWORK, benchmark=BENCHMARK, model=AGENT_MODEL))
@@ -270,8 +270,8 @@ class Ledger:
 
     def prefix_replay(self, task: SimTask, recorded):
         """rootstep's replay: the gateway serves the recording up to the intervention, forces it, goes live."""
-        from rootstep.adapters.gateway import RunContext
-        from rootstep.flows import ReplayCost
+        from rootstep.gateway import RunContext
+        from rootstep.annotation import ReplayCost
 
         source = recorded.metadata["gateway_run_id"]
         step_calls = {s.index: list(s.call_ids) for s in recorded.steps if s.call_ids}
@@ -294,8 +294,8 @@ class Ledger:
 
     def live_rerun(self, task: SimTask, recorded):
         """The naive baseline's re-simulation: the whole program again, live, with the step forced."""
-        from rootstep.adapters.gateway import RunContext
-        from rootstep.flows import ReplayCost
+        from rootstep.gateway import RunContext
+        from rootstep.annotation import ReplayCost
 
         def replay(intervention):
             started = time.perf_counter()
@@ -361,7 +361,7 @@ def label_rows(left: Tally, right: Tally, known: dict[str, int]) -> list[tuple[s
 
 def search_all(ledger: Ledger, corpus: list[SimTask], runs: dict[str, Any], method: str, workers: int,
                priors: dict[str, list[int]] | None = None) -> Tally:
-    from rootstep.flows import Budget, find_decisive_step, sequential_scan
+    from rootstep.annotation import Budget, find_decisive_step, sequential_scan
     from rootstep.tracers._llm import Chat
 
     def one(task: SimTask):
@@ -443,7 +443,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    from rootstep.adapters.gateway import Gateway, GatewayServer, Providers, Script, register_script
+    from rootstep.gateway import Gateway, GatewayServer, Providers, Script, register_script
 
     everything = make_corpus(max(args.runs, args.throughput_runs), args.agent_steps, args.seed)
     corpus = everything[: args.runs]

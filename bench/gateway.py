@@ -46,7 +46,7 @@ def serve(port: int, journal: str, fsync: bool) -> None:
     """The gateway process: the `bench` script registered, one record run, admin routes for the rest."""
     import uvicorn
 
-    from rootstep.adapters.gateway import Gateway, RunContext, create_app, register_script
+    from rootstep.gateway import Gateway, RunContext, create_app, register_script
 
     register_script("bench", lambda messages, params: "42")
     gateway = Gateway(journal, fsync=fsync)
@@ -129,7 +129,7 @@ def main() -> None:
     import httpx
     from openai import OpenAI
 
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("bench", lambda messages, params: "42")
     loop = asyncio.new_event_loop()  # one loop for every direct call: litellm's logging worker binds to it
@@ -171,8 +171,8 @@ def main() -> None:
 def measure_local(root: Path) -> None:
     from openai import OpenAI
 
-    from rootstep.adapters.gateway import DEFAULT_MODEL, Gateway, GatewayServer, RunContext
-    from rootstep.adapters.gateway._local_model import engine
+    from rootstep.gateway import DEFAULT_MODEL, Gateway, GatewayServer, RunContext
+    from rootstep.gateway._local_model import engine
 
     start = time.perf_counter()
     engine(DEFAULT_MODEL.split("/", 1)[1])

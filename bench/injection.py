@@ -41,7 +41,7 @@ def main() -> None:
 
     import tempfile
 
-    from rootstep.flows import Budget, inject_fault
+    from rootstep.annotation import Budget, inject_fault
     from rootstep.flows._session import open_session
     from rootstep.flows.annotate import _chat, _replay_fn
     from tests import _team_support as T

@@ -48,8 +48,8 @@ def task_text() -> str:
 
 
 def engines(name: str) -> tuple[Any, Any]:
-    from rootstep.adapters.gateway._local_model import Engine, engine, gguf_path
-    from rootstep.adapters.gateway._local_weights import local_model
+    from rootstep.gateway._local_model import Engine, engine, gguf_path
+    from rootstep.gateway._local_weights import local_model
 
     reuse = engine(name)  # exactly what the gateway uses
     spec = local_model(name)
@@ -134,7 +134,7 @@ def main() -> None:
     parser.add_argument("--warehouse", default=os.environ.get("ROOTSTEP_WAREHOUSE", "rootstep-data"))
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rootstep.adapters.gateway._defaults import DEFAULT_MODEL
+    from rootstep.gateway._defaults import DEFAULT_MODEL
 
     model = args.model or DEFAULT_MODEL
     name = model.split("/", 1)[1]

@@ -101,7 +101,7 @@ def open_worker_session(spec: WorkerSpec) -> Iterator[Session]:
     """A session for one task in this process: a fresh gateway (scratch journal, loopback server),
     the process's shared limits, no warehouse. Closed, and its journal removed, on exit: the task
     returns what the flow must store."""
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
     run_setup(spec.setup)
     shared = _shared(spec)

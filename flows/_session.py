@@ -35,9 +35,9 @@ from rootstep.warehouse import LLMCall, Warehouse
 
 if TYPE_CHECKING:
     from rootstep.adapters.base import Adapter
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
-from rootstep.adapters.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL  # noqa: F401
+from rootstep.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL  # noqa: F401
 
 
 class Limits(BaseModel):
@@ -182,7 +182,7 @@ def open_session(warehouse: str | None = None, *, session_id: str | None = None,
     if session_id is not None:
         yield get_session(session_id)
         return
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
     wh = Warehouse(warehouse)
     gateway = Gateway(journal_dir or journal_dir_for(wh))

@@ -38,10 +38,16 @@ from pydantic import BaseModel, Field
 from rootstep.benchmarks._suspect import is_suspect, suspect_reason
 from rootstep.warehouse import Annotation, Evidence, LLMCall, Replay, Task, Trajectory
 
-from ._attempt import ReplayCost, adapter_replay, proven_identical, rewrite_budget
-from ._budget import Budget
-from ._counterfactual import find_decisive_step
-from ._injection import InjectionMode, inject_fault
+from rootstep.annotation import (
+    Budget,
+    InjectionMode,
+    ReplayCost,
+    adapter_replay,
+    find_decisive_step,
+    inject_fault,
+    proven_identical,
+    rewrite_budget,
+)
 from ._remote import WorkerSpec, open_worker_session, worker_id
 from ._runner import Runner, open_runner
 from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, get_session, open_session
@@ -82,7 +88,7 @@ class AnnotatedRun(BaseModel):
     worker: str | None = None
     """`host:pid` of the process that ran the search (the flow's with the thread runner)."""
     confidence: float | None = None
-    """The label's confidence (`rootstep.flows._confidence`): the lower bound of the interval on the flip
+    """The label's confidence (`rootstep.annotation._confidence`): the lower bound of the interval on the flip
     rate with the intervention minus the rate without it."""
     steps: list[int] = Field(default_factory=list)
     """Every step of a multi-step label (the primary first)."""
@@ -554,7 +560,7 @@ def inject(
         max_tokens: the least room per perturber answer (see `counterfactual`).
         runner: where the injections run (default: threads of this process; see `rootstep.flows._runner`).
         mode: `auto` (team-aware, then persistent), `team_aware`, `persistent` or `one_shot`
-            (`rootstep.flows._injection`).
+            (`rootstep.annotation._injection`).
         causality: controls and repeats per flip, and the least confidence a label keeps (`Causality`).
     """
     started = time.perf_counter()

@@ -16,7 +16,7 @@ from rich.console import Console
 
 console = Console()
 
-from rootstep.adapters.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
+from rootstep.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
 
 WarehouseOpt = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE",
                             help="Warehouse path or fsspec URL (default ./rootstep-data).")
@@ -170,7 +170,7 @@ def _benchmarks(specs: Optional[list[str]]) -> Optional[dict[str, Optional[int]]
 
 def _budget(max_replays: Optional[int], max_llm_calls: Optional[int], max_seconds: Optional[float],
             max_candidates: int = 3) -> Any:
-    from rootstep.flows import Budget
+    from rootstep.annotation import Budget
 
     return Budget(max_replays=max_replays, max_llm_calls=max_llm_calls, max_reasks=1, max_candidates=max_candidates,
                   max_seconds=max_seconds)

@@ -22,8 +22,7 @@ from pydantic import BaseModel, Field
 
 from rootstep.warehouse import Task
 
-from ._budget import Budget
-from ._injection import InjectionMode
+from rootstep.annotation import Budget, InjectionMode
 from ._runner import Runner, start_cluster
 from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, open_session
 from .annotate import AnnotatedRun, AnnotateReport, Causality

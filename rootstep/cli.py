@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from rootstep.adapters.gateway._defaults import DEFAULT_MODEL
+from rootstep.gateway._defaults import DEFAULT_MODEL
 from rootstep.warehouse import RootstepError, Warehouse, default_location
 
 app = typer.Typer(
@@ -291,7 +291,7 @@ register_trace_commands(import_app, export_app)
 # Each stage registers its own sub-app here, e.g.:
 #   from rootstep.sandboxes.cli import app as sandbox_app
 #   app.add_typer(sandbox_app, name="sandbox")
-from rootstep.adapters.gateway.cli import app as gateway_app
+from rootstep.gateway.cli import app as gateway_app
 app.add_typer(gateway_app, name="gateway")
 from rootstep.sandboxes.cli import app as sandbox_app
 app.add_typer(sandbox_app, name="sandbox")

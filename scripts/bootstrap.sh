@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Create or update the project's virtual environment in .venv, idempotently.
-# The environment is keyed by a hash of its inputs (pyproject.toml, requirements.lock, this
+# The environment is keyed by a hash of its inputs (pyproject.toml, setup.py, requirements.lock, this
 # script): when they have not changed, nothing is reinstalled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-want=$(cat pyproject.toml requirements.lock scripts/bootstrap.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml setup.py requirements.lock scripts/bootstrap.sh | sha256sum | cut -c1-16)
 have=$(cat .venv/.rootstep-inputs 2>/dev/null || true)
 if [ "$want" = "$have" ] && [ -x .venv/bin/rootstep ]; then
   echo "[bootstrap] .venv is up to date ($want)"

@@ -38,7 +38,7 @@ def framework_env(name: str, tmp_path_factory: Any, docker_sandbox: Any) -> Iter
     Docker or the framework's image is unavailable."""
     from rootstep.adapters import get_adapter
     from rootstep.adapters.base import default_verifier
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
     require_framework_image(name)
     journal: Path = tmp_path_factory.mktemp(f"{name}-journal")

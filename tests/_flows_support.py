@@ -150,7 +150,7 @@ def perturber(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
 
 
 def register_all() -> None:
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("flows-ag2-coder", ag2_coder)
     register_script("flows-ag2-critic", ag2_critic)

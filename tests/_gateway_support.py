@@ -13,7 +13,7 @@ from typing import Any
 
 from openai import OpenAI
 
-from rootstep.adapters.gateway import Gateway, GatewayServer, Providers
+from rootstep.gateway import Gateway, GatewayServer, Providers
 
 TOOLS = [
     {

@@ -170,7 +170,7 @@ def team_aware_perturber(messages: list[dict[str, Any]], params: dict[str, Any])
 
 
 def register_team() -> None:
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("team-ag2-coder", ag2_coder)
     register_script("team-ag2-critic", ag2_critic)

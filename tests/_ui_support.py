@@ -5,11 +5,11 @@
   problem whose replay re-runs the team from an intervention: the later steps are recomputed from what
   the forced step says (a plan's formula, the code's arithmetic, a reviewer's correction), so a fix can
   succeed or not, as a real re-simulation would.
-  - the failure is searched by `rootstep.flows.find_decisive_step` with a scripted analyzer (through
+  - the failure is searched by `rootstep.annotation.find_decisive_step` with a scripted analyzer (through
     litellm's `scripted/` provider): its first proposal (the Reviewer) does not help, its second (the
     Coder's code) does, and the earlier-step scan then finds the Planner's plan, the earliest fix that
     works: a verified label at step 1 with three attempts;
-  - the success is corrupted by `rootstep.flows.inject_fault` with a scripted perturber: the Coder's
+  - the success is corrupted by `rootstep.annotation.inject_fault` with a scripted perturber: the Coder's
     code is changed, the replay fails, and the corrupted run is labelled by construction.
   Everything is stored in the order the annotation flows store it: replayed runs, replays, annotation.
 """
@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rootstep.flows import ReplayCost, find_decisive_step, inject_fault
+from rootstep.annotation import ReplayCost, find_decisive_step, inject_fault
 from rootstep.warehouse import Intervention, Step, Trajectory, Verdict, Warehouse
 from rootstep.warehouse.whowhen import import_paths
 
@@ -152,7 +152,7 @@ def perturber(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
 
 def build_warehouse(root: Path) -> dict[str, Any]:
     """Fill a warehouse under `root` and say where things are (run ids, the upload file)."""
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
     from rootstep.tracers._llm import Chat
 
     data = root / "whowhen"

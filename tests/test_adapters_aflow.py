@@ -33,7 +33,7 @@ def _careless_fixer(messages, params):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("aflow-test-custom-right", lambda m, p: RIGHT)
     register_script("aflow-test-custom-mixed", _custom_mixed)
@@ -166,7 +166,7 @@ def test_intervention_on_a_tool_step_is_refused(env, failed):
 
 @docker
 def test_math_task_with_a_programmer_retry(env):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     task = Task(benchmark="gsm8k", task_id="eggs", kind="math", verifier="numeric", ground_truth="18",
                 prompt="Janet's ducks lay 16 eggs per day. She eats three and bakes muffins with four. "
@@ -200,7 +200,7 @@ def test_math_task_with_a_programmer_retry(env):
 
 @docker
 def test_qa_task_sees_its_context(env):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     task = Task(benchmark="hotpotqa", task_id="vasa", kind="qa", verifier="qa", ground_truth="Norrström",
                 prompt="Which river flows through the capital of the country where the Vasa Museum is?",

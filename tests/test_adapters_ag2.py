@@ -28,7 +28,7 @@ def _critic(messages, params):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("ag2-test-coder-right", lambda m, p: RIGHT)
     register_script("ag2-test-coder", _coder)
@@ -85,7 +85,7 @@ def test_intervention_on_a_tool_step_is_refused(env, failed):
 
 
 def test_math_task(env):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
     from rootstep.warehouse import Task
 
     task = Task(benchmark="gsm8k", task_id="eggs", kind="math", verifier="numeric", ground_truth="18",

@@ -297,7 +297,7 @@ def _decision(messages, params):
 
 
 def _scripts():
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("ap-test-analyst", lambda m, p: "Plan: take a and b and combine them into the result.")
     register_script("ap-test-inspector", lambda m, p: "Looks fine to me.")  # careless: never objects
@@ -433,7 +433,7 @@ def test_intervention_on_a_tool_step_is_refused(env, failed):
 
 @pytest.mark.docker
 def test_math_task(env):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     task = Task(benchmark="gsm8k", task_id="eggs", kind="math", verifier="numeric", ground_truth="18",
                 prompt="Janet's ducks lay 16 eggs per day. She eats three and bakes muffins with four. "
@@ -451,7 +451,7 @@ def test_math_task(env):
 
 @pytest.mark.docker
 def test_qa_task(env):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     task = Task(benchmark="hotpotqa", task_id="cap", kind="qa", verifier="qa", ground_truth="Paris",
                 prompt="What is the capital of the country whose national anthem is La Marseillaise?",

@@ -25,7 +25,7 @@ def _coder(messages, params):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("mgpt-test-coder", _coder)
     register_script("mgpt-test-coder-right", lambda m, p: RIGHT)

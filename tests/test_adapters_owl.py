@@ -85,7 +85,7 @@ def _reviewer(messages, params):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("owl-test-planner", _planner(DECOMPOSE))
     register_script("owl-test-coordinator", lambda m, p: _assign(("task.1", "coder", []), ("task.2", "reviewer", ["task.1"])))
@@ -190,7 +190,7 @@ def test_intervention_on_the_first_attempt_does_not_flip_it(env, failed):
 def test_independent_subtasks_take_turns_and_replay_exactly(env):
     """Without dependencies camel posts both subtasks at once; the workers still run one at a time, in
     posting order (task.1, task.2, then task.1's retry), so the run replays exactly."""
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("owl-test-coordinator-parallel",
                     lambda m, p: _assign(("task.1", "coder", []), ("task.2", "reviewer", [])))
@@ -206,7 +206,7 @@ def test_independent_subtasks_take_turns_and_replay_exactly(env):
 
 
 def test_math_task(env):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     task = Task(benchmark="gsm8k", task_id="eggs", kind="math", verifier="numeric", ground_truth="18",
                 prompt="Janet's ducks lay 16 eggs per day. She eats three and bakes muffins with four. "

@@ -31,7 +31,7 @@ def _manager(messages, params):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     register_script("smol-test-manager", _manager)
     register_script("smol-test-coder-good", lambda m, p: TESTED)

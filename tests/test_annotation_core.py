@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from rootstep.adapters.gateway import register_script
-from rootstep.flows import (
+from rootstep.gateway import register_script
+from rootstep.annotation import (
     Budget,
     ReplayCost,
     alter_tool_argument,
@@ -605,7 +605,7 @@ def test_programmatic_perturbations_are_seeded_and_only_touch_agent_steps():
 
 
 def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
-    from rootstep.flows import adapter_replay
+    from rootstep.annotation import adapter_replay
 
     ledger = Ledger({3})
     run = ledger.trajectory()
@@ -636,9 +636,9 @@ def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
 
 def test_adapter_replay_retries_an_infrastructure_failure_once_then_reports_it():
     from rootstep.adapters.base import AdapterError
-    from rootstep.flows import adapter_replay
-    from rootstep.flows._attempt import try_intervention
-    from rootstep.flows._budget import Meter
+    from rootstep.annotation import adapter_replay
+    from rootstep.annotation._attempt import try_intervention
+    from rootstep.annotation._budget import Meter
 
     ledger = Ledger({3})
     run = ledger.trajectory()

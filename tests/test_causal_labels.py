@@ -14,12 +14,12 @@ from typing import Any, Callable
 
 import pytest
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.benchmarks import verify
 from rootstep.benchmarks._suspect import answer_leak, gives_answer, planted_answer
-from rootstep.flows import Budget, ReplayCost, find_decisive_step, inject_fault
-from rootstep.flows._attempt import edit_size, proven_identical
-from rootstep.flows._confidence import band, effect, wilson
+from rootstep.annotation import Budget, ReplayCost, find_decisive_step, inject_fault
+from rootstep.annotation._attempt import edit_size, proven_identical
+from rootstep.annotation import band, effect, wilson
 from rootstep.tracers._llm import Chat
 from rootstep.warehouse import Intervention, LLMCall, Step, Task, Trajectory, Verdict
 

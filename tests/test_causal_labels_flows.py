@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.benchmarks import load_tasks
-from rootstep.flows import Budget
+from rootstep.annotation import Budget
 from rootstep.warehouse import Warehouse
 
 from . import _team_support as T

@@ -40,7 +40,7 @@ def test_limit_must_be_positive(tmp_path):
 
 @pytest.mark.docker
 def test_run_stores_and_shows_each_trajectory(tmp_path, docker_sandbox):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
     from rootstep.benchmarks import load_tasks
     from rootstep.warehouse import Warehouse
 

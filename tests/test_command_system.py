@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.benchmarks import load_tasks
 from rootstep.warehouse import Intervention
 
@@ -53,7 +53,7 @@ def _team(solver_answer):
 @pytest.fixture()
 def pair(tmp_path, docker_sandbox):
     from rootstep.adapters import get_adapter, use_systems
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
     [name] = use_systems([str(PAIR / "system.toml")])
     gateway = Gateway(tmp_path / "journal")
@@ -90,7 +90,7 @@ def test_record_replay_intervene(pair):
 
 def test_annotate_gives_a_verified_label(prefect_harness, tmp_path, docker_sandbox):
     from rootstep.adapters import use_systems
-    from rootstep.flows import Budget
+    from rootstep.annotation import Budget
     from rootstep.flows.annotate import counterfactual
     from rootstep.flows.collect import collect
     from rootstep.warehouse import Warehouse
@@ -152,7 +152,7 @@ def _system(tmp_path: Path, name: str, program: str | None, **fields: str) -> Pa
 def test_bad_programs_are_clear_errors(tmp_path, docker_sandbox, case, program, expected):
     from rootstep.adapters import get_adapter, use_systems
     from rootstep.adapters.base import AdapterError
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
     register_script("pair-any", lambda messages, params: "Answer: 3")
     path = _system(tmp_path, f"stdlib-{case}", program, command='["python3", "prog.py"]', timeout_s="60")
@@ -235,7 +235,7 @@ def test_a_nondeterministic_program_gets_a_divergence_report(tmp_path, docker_sa
     """The clock in a prompt: the recording replays no more, and the error shows the diff."""
     from rootstep.adapters import get_adapter, use_systems
     from rootstep.adapters.base import AdapterError
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
     register_script("pair-any", lambda messages, params: "Answer: 3")
     program = _CALL.replace('"content": "hi"', '"content": "time " + repr(__import__("time").time())')

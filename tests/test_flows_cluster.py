@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rootstep.flows import Budget
+from rootstep.annotation import Budget
 from rootstep.warehouse import Warehouse
 
 from . import _flows_support as S

@@ -113,7 +113,7 @@ def test_backfill_registers_the_benchmark_and_runs_the_pipeline(tmp_path, monkey
 
     from rootstep.adapters import get_adapter
     from rootstep.benchmarks import load_tasks
-    from rootstep.flows import Budget
+    from rootstep.annotation import Budget
     from rootstep.flows.deploy import backfill
 
     if not get_adapter("ag2").image_built():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rootstep.flows import Budget
+from rootstep.annotation import Budget
 from rootstep.warehouse import Warehouse
 
 from . import _flows_support as S

@@ -11,7 +11,7 @@ import pytest
 from litellm import CustomLLM, ModelResponse
 from litellm.llms.custom_llm import CustomLLMError
 
-from rootstep.adapters.gateway import RunContext, register_provider, register_script
+from rootstep.gateway import RunContext, register_provider, register_script
 
 from ._gateway_support import Harness
 

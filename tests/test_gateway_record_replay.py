@@ -6,7 +6,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from rootstep.adapters.gateway import RunContext, register_script
+from rootstep.gateway import RunContext, register_script
 from rootstep.warehouse import Intervention
 
 from ._gateway_support import Harness, run_framework, team_script
@@ -200,13 +200,13 @@ def test_persistent_intervention_keeps_instructing_the_agent_after_the_forced_ca
     assert planner_live.request["messages"][0]["content"].endswith("\n\nAlways multiply by 8, never by 7.")
     assert all("multiply by 8" not in str(c.request) for c in calls if c.agent == "coder")
     assert [("multiply by 8" in system) for _, system in seen] == [False, True, False]
-    from rootstep.adapters.gateway._hashing import request_hash
+    from rootstep.gateway._hashing import request_hash
 
     assert planner_live.request_hash != request_hash(planner_live.request)  # hashed as the framework sent it
 
 
 def test_with_instruction_adds_a_system_message_or_a_text_part():
-    from rootstep.adapters.gateway._replay import with_instruction
+    from rootstep.gateway._replay import with_instruction
 
     body = {"messages": [{"role": "user", "content": "hi"}]}
     assert with_instruction(body, "Be brief.")["messages"][0] == {"role": "system", "content": "Be brief."}

@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from rootstep.adapters.gateway import RunContext, Script, register_script
+from rootstep.gateway import RunContext, Script, register_script
 from rootstep.warehouse import Intervention
 
 from ._gateway_support import TOOLS, Harness

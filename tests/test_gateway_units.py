@@ -14,7 +14,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from rootstep.adapters.gateway import Journal, RunContext, canonical_request, redact, register_script, request_hash
+from rootstep.gateway import Journal, RunContext, canonical_request, redact, register_script, request_hash
 from rootstep.warehouse import Intervention, LLMCall
 
 from ._gateway_support import Harness
@@ -146,7 +146,7 @@ def test_offline_default_model_generates_text(tmp_path):
 
 
 def test_admin_routes_register_report_and_need_the_token(tmp_path):
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
     register_script("admin", ["via admin"])
     gateway = Gateway(tmp_path / "journal")
@@ -174,7 +174,7 @@ def test_per_model_concurrency_limit(tmp_path, monkeypatch):
 
     import litellm
 
-    from rootstep.adapters.gateway import Gateway, Providers, Script
+    from rootstep.gateway import Gateway, Providers, Script
 
     register_script("limited-a", Script(fn=lambda m, p: "ok", latency_s=0.05))
     register_script("limited-b", Script(fn=lambda m, p: "ok", latency_s=0.05))

@@ -121,7 +121,7 @@ def _selected(request: pytest.FixtureRequest) -> set[tuple[str, str]]:
 
 
 def _run(cell: Cell, outcome: str, adapter: Any) -> Trajectory:
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
 
     task = _task(cell)
     work = Work(task, adapter.answer_contract(task), answer_of(cell, task, outcome == "right"))
@@ -139,7 +139,7 @@ def golden(request, tmp_path_factory) -> dict[tuple[str, str], Any]:
     reason to skip}."""
     from rootstep.adapters import get_adapter
     from rootstep.adapters.base import default_verifier
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
     from rootstep.sandboxes import SandboxLimits, SandboxUnavailableError, get_sandbox
 
     try:  # EvalPlus tasks run their canonical solution too: room for both

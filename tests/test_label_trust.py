@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 import pytest
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.benchmarks import mark_suspect, verify
-from rootstep.flows import Budget, ReplayCost, TaskContext, find_decisive_step, inject_fault, programmatic_perturbations
-from rootstep.flows._attempt import Asked, ask_valid, rewrite_budget
-from rootstep.flows._budget import Meter
-from rootstep.flows._injection import cannot_flip, injection_points
-from rootstep.flows._perturbations import change_constant, flip_operator
+from rootstep.annotation import Budget, ReplayCost, TaskContext, find_decisive_step, inject_fault, programmatic_perturbations
+from rootstep.annotation._attempt import Asked, ask_valid, rewrite_budget
+from rootstep.annotation._budget import Meter
+from rootstep.annotation._injection import cannot_flip, injection_points
+from rootstep.annotation._perturbations import change_constant, flip_operator
 from rootstep.tracers._llm import Chat
 from rootstep.warehouse import Intervention, Step, Task, Trajectory, Verdict
 
@@ -440,7 +440,7 @@ def test_a_corruption_may_restate_the_steps_tool_calls():
 
 
 def test_a_fix_may_be_only_new_tool_calls():
-    from rootstep.flows._counterfactual import validate_diagnosis as parse_diagnosis
+    from rootstep.annotation._counterfactual import validate_diagnosis as parse_diagnosis
 
     run = _checker_run()
     answer = json.dumps({"mistake_step": 2, "mistake_agent": "checker", "reason": "wrong expression",

@@ -15,9 +15,9 @@ import json
 
 import pytest
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.benchmarks import load_tasks
-from rootstep.flows import Budget
+from rootstep.annotation import Budget
 from rootstep.warehouse import Warehouse
 
 from . import _team_support as T
@@ -105,7 +105,7 @@ def team_run(request, prefect_harness, tmp_path_factory, docker_sandbox):
 
 
 def _inject_pure(team_run, mode: str, perturber: str, budget: Budget):
-    from rootstep.flows import inject_fault
+    from rootstep.annotation import inject_fault
     from rootstep.flows._session import open_session
     from rootstep.flows.annotate import _chat, _replay_fn
 

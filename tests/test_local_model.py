@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from openai import BadRequestError
 
-from rootstep.adapters.gateway import RunContext
-from rootstep.adapters.gateway._local_model import bare_tool_calls
-from rootstep.adapters.gateway._local_weights import LocalModel, WeightsError, gguf_path, part_files
+from rootstep.gateway import RunContext
+from rootstep.gateway._local_model import bare_tool_calls
+from rootstep.gateway._local_weights import LocalModel, WeightsError, gguf_path, part_files
 
 from ._gateway_support import Harness
 
@@ -58,7 +58,7 @@ def fake_model(tmp_path, monkeypatch):
 
 def test_weights_are_joined_in_part_order_checked_and_reused(fake_model, monkeypatch):
     spec, whole = fake_model
-    monkeypatch.setitem(__import__("rootstep.adapters.gateway._local_weights", fromlist=["x"]).LOCAL_MODELS, "fake", spec)
+    monkeypatch.setitem(__import__("rootstep.gateway._local_weights", fromlist=["x"]).LOCAL_MODELS, "fake", spec)
     path = gguf_path("fake")
     assert path.read_bytes() == whole and path.name == "fake.gguf"
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
@@ -69,7 +69,7 @@ def test_weights_are_joined_in_part_order_checked_and_reused(fake_model, monkeyp
 def test_weights_with_a_wrong_checksum_are_refused_and_nothing_is_left(fake_model, monkeypatch):
     spec, _ = fake_model
     bad = LocalModel(**{**spec.__dict__, "sha256": "0" * 64})
-    monkeypatch.setitem(__import__("rootstep.adapters.gateway._local_weights", fromlist=["x"]).LOCAL_MODELS, "fake", bad)
+    monkeypatch.setitem(__import__("rootstep.gateway._local_weights", fromlist=["x"]).LOCAL_MODELS, "fake", bad)
     with pytest.raises(WeightsError, match=r"local/fake: the assembled weights do not match .*reinstall rs_fake_weights_part1==1"):
         gguf_path("fake")
     cache = Path(__import__("os").environ["ROOTSTEP_CACHE"]) / "models"
@@ -166,7 +166,7 @@ def test_json_mode_and_sampling_parameters_are_passed_through(harness):
 
 @pytest.mark.realmodel
 def test_a_request_longer_than_the_context_is_a_clear_error(harness, monkeypatch):
-    from rootstep.adapters.gateway import _local_model
+    from rootstep.gateway import _local_model
 
     monkeypatch.setenv("ROOTSTEP_LOCAL_CTX", "512")
     monkeypatch.setattr(_local_model, "_ENGINES", {})  # a fresh engine with the small context
@@ -181,7 +181,7 @@ def test_a_request_longer_than_the_context_is_a_clear_error(harness, monkeypatch
 
 @pytest.mark.realmodel
 def test_one_engine_serves_concurrent_episodes(harness):
-    from rootstep.adapters.gateway._local_model import engine
+    from rootstep.gateway._local_model import engine
 
     for run in ("c1", "c2"):
         harness.gateway.register(RunContext(run_id=run, model="local/qwen2.5-coder-0.5b"))

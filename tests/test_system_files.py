@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from rootstep.adapters._command import public_task, steps_from_calls, system_adapter
 from rootstep.adapters._system import SystemFileError, load_system
-from rootstep.adapters.gateway import Gateway, RunContext, create_app, register_script
+from rootstep.gateway import Gateway, RunContext, create_app, register_script
 from rootstep.warehouse import LLMCall, Task
 
 PAIR = Path(__file__).parent / "fixtures" / "systems" / "stdlib_pair" / "system.toml"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.cli import app
 from rootstep.tracers import (
     Scored,

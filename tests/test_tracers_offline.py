@@ -209,7 +209,7 @@ def test_confidence_under_the_offline_local_model_flags_the_step_that_makes_no_s
 
 
 def test_the_gguf_tokenizer_gives_llama_cpp_s_own_token_ids():
-    from rootstep.adapters.gateway._local_model import engine, gguf_path
+    from rootstep.gateway._local_model import engine, gguf_path
     from rootstep.tracers._spm import vocabulary
 
     llm, tokenizer = engine("gemma-3-270m"), vocabulary(gguf_path("gemma-3-270m"))
@@ -359,7 +359,7 @@ def test_baselines_are_fitted_on_the_other_folds(warehouse):
 
 
 def test_a_prior_orders_the_analyzer_questions_and_the_label_stays_the_earliest():
-    from rootstep.flows import Budget, find_decisive_step
+    from rootstep.annotation import Budget, find_decisive_step
 
     from tests.test_annotation_core import Ledger, Recorder, at_step, decline, diag
 

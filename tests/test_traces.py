@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.cli import app
 from rootstep.tracers import all_at_once, evaluate
 from rootstep.warehouse import InputError, RootstepError, Warehouse

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.cli import app
 from rootstep.tracers import evaluate
 from rootstep.warehouse import InputError, Warehouse

@@ -48,7 +48,7 @@ def browser():
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
     from rootstep.ui import UISettings, create_app
 
     built = build_warehouse(tmp_path_factory.mktemp("ui-browser"))

@@ -19,7 +19,7 @@ MAX_UPLOAD = 64_000
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    from rootstep.adapters.gateway import register_script  # before litellm: it sets litellm's offline price table
+    from rootstep.gateway import register_script  # before litellm: it sets litellm's offline price table
     from litellm.llms.custom_llm import CustomLLMError
     from rootstep.ui import UISettings, create_app
 

@@ -186,7 +186,7 @@ def test_run_view_holds_every_attempt_and_compares_the_proof_replay(built):
 
 
 def test_evaluation_page_scores_like_rootstep_evaluate(built):
-    from rootstep.adapters.gateway import register_script
+    from rootstep.gateway import register_script
     from rootstep.tracers import evaluate
 
     def blame_the_last_agent_step(messages, params):

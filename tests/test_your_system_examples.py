@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rootstep.adapters.gateway import register_script
+from rootstep.gateway import register_script
 from rootstep.benchmarks import load_tasks
 from rootstep.warehouse import Intervention
 
@@ -78,7 +78,7 @@ def example(request, docker_sandbox):
 
 
 def test_record_replay_and_flip(example, tmp_path):
-    from rootstep.adapters.gateway import Gateway, GatewayServer
+    from rootstep.gateway import Gateway, GatewayServer
 
     folder, cls = example
     wrong = _fixture(folder, "wrong")
@@ -107,7 +107,7 @@ def test_record_replay_and_flip(example, tmp_path):
 
 
 def test_annotate_labels_the_solver(prefect_harness, example, tmp_path):
-    from rootstep.flows import Budget
+    from rootstep.annotation import Budget
     from rootstep.flows.annotate import counterfactual
     from rootstep.flows.collect import collect
     from rootstep.warehouse import Warehouse

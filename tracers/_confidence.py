@@ -32,7 +32,7 @@ from rootstep.warehouse import LLMCall, Trajectory, Warehouse
 
 from ._methods import Attribution, TracerError, as_trajectory, tracer
 
-from rootstep.adapters.gateway._defaults import DEFAULT_SCORER_MODEL as DEFAULT_SCORER
+from rootstep.gateway._defaults import DEFAULT_SCORER_MODEL as DEFAULT_SCORER
 MAX_STEP_TOKENS = 16
 CONTEXT_STEP_CHARS = 200
 QUESTION_CHARS = 400
@@ -109,11 +109,11 @@ def local_scores(trajectory: Trajectory, model: str = DEFAULT_SCORER, max_step_t
             f"--model {model!r}: the confidence method scores text under a local llama.cpp model (local/...); the run's "
             "recorded calls carry no log-probabilities for every agent step"
         )
-    from rootstep.adapters.gateway._local_model import engine, gguf_path
+    from rootstep.gateway._local_model import engine, gguf_path
 
     from ._spm import vocabulary
 
-    from rootstep.adapters.gateway._local_weights import LOCAL_MODELS
+    from rootstep.gateway._local_weights import LOCAL_MODELS
 
     name = model.split("/", 1)[1]
     spec = LOCAL_MODELS.get(name)

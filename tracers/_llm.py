@@ -20,11 +20,11 @@ def ensure_provider(model: str) -> None:
     """Register rootstep's own litellm providers (`scripted/...`, `local/...`) when the model names one."""
     provider = model.split("/", 1)[0]
     if provider == "scripted":
-        from rootstep.adapters.gateway._scripted import install
+        from rootstep.gateway._scripted import install
 
         install()
     elif provider == "local":
-        from rootstep.adapters.gateway._local_model import install
+        from rootstep.gateway._local_model import install
 
         install()
 

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from rootstep.adapters.gateway._defaults import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
+from rootstep.gateway._defaults import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
 
 tracer_app = typer.Typer(help="Train and list the learned failure tracer (no LLM needed).", no_args_is_help=True)
 

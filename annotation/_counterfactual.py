@@ -626,7 +626,7 @@ def find_decisive_step(
         controls: control replays per flip (the step unchanged, the rest live): a success is causal only
             when the controls fail (`check_flip`); otherwise the attempt is `not_causal`.
         repeats: replays of the fix (and `controls` controls each) per flip: the flip counts and the
-            interval on their difference give the label's `confidence` (`rootstep.flows._confidence`).
+            interval on their difference give the label's `confidence` (`rootstep.annotation._confidence`).
         deterministic: `step -> why` its control would reproduce the recorded run (`proven_identical`):
             such controls are recorded as proven identical instead of replayed.
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from rootstep._lazy import lazy_exports
 
-# Lazy public face: `rootstep --help` and `rootstep.adapters.gateway.cli` must not pay for importing
+# Lazy public face: `rootstep --help` and `rootstep.gateway.cli` must not pay for importing
 # litellm (seconds); each name loads its module on first use.
 _EXPORTS = {
     "ResponseCache": "_cache",

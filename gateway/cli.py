@@ -38,7 +38,7 @@ def serve_cmd(
     """Serve the OpenAI-compatible gateway until interrupted (Ctrl-C)."""
     import uvicorn
 
-    from rootstep.adapters.gateway import DEFAULT_MODEL, Gateway, Providers, RunContext, create_app
+    from rootstep.gateway import DEFAULT_MODEL, Gateway, Providers, RunContext, create_app
 
     gateway = Gateway(journal_dir, cache_dir=cache_dir, providers=Providers(max_concurrency=max_concurrency, retries=retries))
     if run_id:
@@ -52,8 +52,8 @@ def serve_cmd(
 @app.command("models")
 def models_cmd() -> None:
     """The models the gateway can serve without a network: offline local models and scripts."""
-    from rootstep.adapters.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, DEFAULT_SCORER_MODEL
-    from rootstep.adapters.gateway._local_weights import LOCAL_MODELS, installed
+    from rootstep.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, DEFAULT_SCORER_MODEL
+    from rootstep.gateway._local_weights import LOCAL_MODELS, installed
 
     roles = {DEFAULT_MODEL: "agents' default", DEFAULT_ANNOTATOR_MODEL: "analyzer/perturber default",
              DEFAULT_SCORER_MODEL: "confidence tracer's scorer"}
@@ -72,7 +72,7 @@ def flush_cmd(
     warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", help="Warehouse location."),
 ) -> None:
     """Write journaled calls into the warehouse's llm_calls (re-running writes nothing twice)."""
-    from rootstep.adapters.gateway import Journal
+    from rootstep.gateway import Journal
     from rootstep.warehouse import Warehouse, default_location
 
     report = Journal(journal_dir, fsync=False).flush_to_warehouse(Warehouse(warehouse or default_location()), run_id or None)

@@ -1,0 +1,85 @@
+"""The annotation stage: pure algorithms that label a run (no Prefect, no Docker, no I/O of their own).
+
+They take a chat function (the analyzer or perturber model) and a replay function (a framework
+adapter's `replay`, or a scripted one in tests) and return typed results; the Prefect flows in
+`rootstep.flows` run them and write what they return.
+
+Public face:
+- `find_decisive_step`: counterfactual search on a failure -> `CounterfactualResult` (verified label or
+  unresolved); `sequential_scan`: the naive from-step-0 baseline; `TaskContext`, `Diagnosis`, `Attempt`.
+- `inject_fault`: fault injection on a success -> `InjectionResult` (a failure labelled by construction);
+  `Corruption`, `InjectionAttempt`, `InjectionMode`.
+- `programmatic_perturbations` and the perturbations in `PERTURBATIONS` (no LLM needed).
+- `Budget` (limits per label), `Meter`, `ReplayCost` (what a replay callable reports), `ReplayFn`, and
+  `adapter_replay(adapter, trajectory)`, the `ReplayFn` over a framework adapter's `replay`.
+- `Effect`, `effect`, `band`, `wilson`: the confidence of a label (flips against controls, Wilson bounds).
+See docs/annotation.md.
+"""
+
+
+from ._attempt import Asked, ReplayCost, ReplayFn, adapter_replay, proven_identical, rewrite_budget
+from ._budget import Budget, Meter
+from ._confidence import Effect, band, effect, wilson
+from ._counterfactual import (
+    Attempt,
+    CounterfactualResult,
+    Diagnosis,
+    TaskContext,
+    find_decisive_step,
+    sequential_scan,
+    validate_diagnosis,
+)
+from ._injection import (
+    Corruption,
+    InjectionAttempt,
+    InjectionMode,
+    InjectionResult,
+    inject_fault,
+    validate_corruption,
+)
+from ._perturbations import (
+    PERTURBATIONS,
+    Perturbation,
+    alter_tool_argument,
+    change_constant,
+    drop_code_line,
+    flip_operator,
+    programmatic_perturbations,
+    truncate_message,
+)
+
+__all__ = [
+    "PERTURBATIONS",
+    "Asked",
+    "Attempt",
+    "Budget",
+    "Corruption",
+    "CounterfactualResult",
+    "Diagnosis",
+    "Effect",
+    "InjectionAttempt",
+    "InjectionMode",
+    "InjectionResult",
+    "Meter",
+    "Perturbation",
+    "ReplayCost",
+    "ReplayFn",
+    "TaskContext",
+    "adapter_replay",
+    "alter_tool_argument",
+    "band",
+    "change_constant",
+    "drop_code_line",
+    "effect",
+    "find_decisive_step",
+    "flip_operator",
+    "inject_fault",
+    "programmatic_perturbations",
+    "proven_identical",
+    "rewrite_budget",
+    "sequential_scan",
+    "truncate_message",
+    "validate_corruption",
+    "validate_diagnosis",
+    "wilson",
+]
