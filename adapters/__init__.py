@@ -20,8 +20,14 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from rootstep import lazy_exports
+
 if TYPE_CHECKING:
+    from rootstep.adapters._visible_tests import visible_tests
     from rootstep.adapters.base import Adapter
+
+# `visible_tests(task)`: the tests a coding task shows its agents (the fault injector reads them too)
+__getattr__ = lazy_exports(__name__, {"visible_tests": "_visible_tests"})
 
 _BUILTIN: dict[str, str] = {
     "ag2": "rootstep.adapters._ag2:AG2Adapter",
@@ -90,4 +96,12 @@ def use_systems(paths: list[str]) -> list[str]:
     return use(paths)
 
 
-__all__ = ["adapter_class", "adapter_for", "get_adapter", "list_adapters", "register_adapter", "use_systems"]
+__all__ = [
+    "adapter_class",
+    "adapter_for",
+    "get_adapter",
+    "list_adapters",
+    "register_adapter",
+    "use_systems",
+    "visible_tests",
+]

@@ -56,7 +56,7 @@ def _requirement_lines(spec: SystemSpec) -> list[str]:
 
 
 def _lock_path(spec: SystemSpec, lines: list[str]) -> Path:
-    from rootstep.sandboxes._images import BaseSpec, cache_dir
+    from rootstep.sandboxes import BaseSpec, cache_dir
 
     key = hashlib.sha256("\n".join([*lines, BaseSpec().python_version, platform.machine()]).encode()).hexdigest()[:16]
     return cache_dir() / "systems" / f"{spec.name}-{key}.lock"
@@ -75,8 +75,8 @@ def resolve_pins(spec: SystemSpec, report: Any) -> tuple[str, ...]:
     """Resolve the requirements to every wheel they need (`pip download`, binary wheels for the image's
     Python), once: the closure is kept as a lock file keyed by the requirements' text."""
     from rootstep.adapters._images import binary_wheels_download
-    from rootstep.sandboxes._images import BaseSpec, _stream
-    from rootstep.sandboxes._limits import SandboxUnavailableError
+    from rootstep.sandboxes import BaseSpec, stream_command
+    from rootstep.sandboxes import SandboxUnavailableError
 
     found = locked_pins(spec)
     if found is not None:
@@ -89,7 +89,7 @@ def resolve_pins(spec: SystemSpec, report: Any) -> tuple[str, ...]:
         (Path(tmp) / "requirements.txt").write_text("\n".join(lines) + "\n")
         cmd = binary_wheels_download(version, Path(tmp) / "wheels", Path(tmp) / "requirements.txt")
         try:
-            _stream(cmd, report, f"resolving {spec.path} [environment] {field}")
+            stream_command(cmd, report, f"resolving {spec.path} [environment] {field}")
         except SandboxUnavailableError as exc:
             raise SystemFileError(f"{spec.path}: field `environment.{field}`: the requirements do not resolve to "
                                   f"binary wheels for Python {version}: {exc}") from None
@@ -104,7 +104,7 @@ def resolve_pins(spec: SystemSpec, report: Any) -> tuple[str, ...]:
 
 
 def _runner_layer(base_image: str) -> str:
-    from rootstep.sandboxes._images import RUNNER_PATH, SANDBOX_UID
+    from rootstep.sandboxes import RUNNER_PATH, SANDBOX_UID
 
     return "\n".join([
         f"FROM {base_image}",
@@ -116,12 +116,12 @@ def _runner_layer(base_image: str) -> str:
 
 
 def _user_image_id(spec: SystemSpec) -> str | None:
-    from rootstep.sandboxes._limits import SandboxUnavailableError
+    from rootstep.sandboxes import SandboxUnavailableError
 
     try:
         import docker.errors
 
-        from rootstep.sandboxes._docker import docker_client
+        from rootstep.sandboxes import docker_client
 
         return docker_client().images.get(spec.environment.image).id
     except SandboxUnavailableError:
@@ -132,7 +132,7 @@ def _user_image_id(spec: SystemSpec) -> str | None:
 
 def image_tag(spec: SystemSpec) -> str:
     """The system's image tag: a hash of its inputs (pins, or the given image's id, and the runner)."""
-    from rootstep.sandboxes._images import RUNNER_SOURCE
+    from rootstep.sandboxes import RUNNER_SOURCE
 
     if spec.environment.image:
         image_id = _user_image_id(spec) or f"missing:{spec.environment.image}"
@@ -154,8 +154,8 @@ def _pinned_spec(spec: SystemSpec, pins: tuple[str, ...]) -> Any:
 
 def build_system_image(spec: SystemSpec, client: Any, *, report: Any, force: bool = False) -> str:
     """Build the system's image unless its tag exists; return the tag. A SystemFileError names the field."""
-    from rootstep.sandboxes._images import RUNNER_SOURCE, build_image, docker_build, image_exists
-    from rootstep.sandboxes._limits import SandboxUnavailableError
+    from rootstep.sandboxes import RUNNER_SOURCE, build_image, docker_build, image_exists
+    from rootstep.sandboxes import SandboxUnavailableError
 
     if spec.environment.image:
         if _user_image_id(spec) is None:
@@ -294,10 +294,10 @@ class CommandAdapter(Adapter):
 
     def _sandbox(self, server: Any, sandbox: Any) -> Any:
         if sandbox is None and self.sandbox is None and self.image_built() is False:
-            from rootstep.sandboxes._docker import docker_client
-            from rootstep.sandboxes._images import _Quiet
+            from rootstep.sandboxes import docker_client
+            from rootstep.sandboxes import QuietReporter
 
-            self.build(docker_client(), report=_Quiet())
+            self.build(docker_client(), report=QuietReporter())
         return super()._sandbox(server, sandbox)
 
     def episode_metadata(self, out: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rootstep.sandboxes import ImageSpec
-from rootstep.sandboxes._images import RUNNER_PATH, RUNNER_SOURCE, SANDBOX_UID
+from rootstep.sandboxes import RUNNER_PATH, RUNNER_SOURCE, SANDBOX_UID
 
 OPENAI2_VERSION = "2.54.0"
 OPENAI2_CLOSURE = (
@@ -102,7 +102,7 @@ def binary_wheels_download(python_version: str, dest: Path, requirements: Path, 
 
 def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
     """Every pin as a wheel for the image's Python, downloaded (or built from source) once into the cache."""
-    from rootstep.sandboxes._images import _stream, cache_dir
+    from rootstep.sandboxes import stream_command, cache_dir
 
     key = hashlib.sha256("\0".join([*spec.requirements, "--", *spec.from_source, spec.base.python_version,
                                     platform.machine()]).encode()).hexdigest()[:16]
@@ -115,10 +115,10 @@ def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
     (dest / "requirements.txt").write_text("\n".join(binary) + "\n")
     report.step(f"pip download {len(binary)} pinned wheels for {spec.name} (--no-deps, python {spec.base.python_version})")
     cmd = binary_wheels_download(spec.base.python_version, dest, dest / "requirements.txt", "--no-deps")
-    _stream(cmd, report, f"pip download for {spec.name}")
+    stream_command(cmd, report, f"pip download for {spec.name}")
     if spec.from_source:
         report.step(f"pip wheel {len(spec.from_source)} pure-Python source distributions: {', '.join(spec.from_source)}")
-        _stream([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--progress-bar", "off",
+        stream_command([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--progress-bar", "off",
                  "--no-deps", "--wheel-dir", str(dest), *spec.from_source], report, f"pip wheel for {spec.name}")
     (dest / ".complete").write_text("ok\n")
     return dest
@@ -126,7 +126,7 @@ def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
 
 def build_wheelhouse_image(client: Any, spec: WheelhouseImageSpec, *, report: Any, force: bool = False) -> str:
     """Build `spec` (base first if needed) unless its tag exists; return the tag. The build is offline."""
-    from rootstep.sandboxes._images import build_base, docker_build, image_exists
+    from rootstep.sandboxes import build_base, docker_build, image_exists
 
     tag = spec.tag()
     if not force and image_exists(client, tag):

@@ -43,14 +43,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-from rootstep.benchmarks._suspect import mark_suspect
+from rootstep.benchmarks import mark_suspect
 from rootstep.warehouse import Intervention, LLMCall, Step, Task, Trajectory, Verdict
 from rootstep.warehouse.errors import RootstepError
-from rootstep.warehouse._models import StepKind, TaskKind
+from rootstep.warehouse import StepKind, TaskKind
 
 if TYPE_CHECKING:
     from rootstep.gateway import GatewayServer
-    from rootstep.benchmarks._answer import AnswerContract
+    from rootstep.benchmarks import AnswerContract
     from rootstep.sandboxes import ImageSpec, Sandbox
 
 DRIVERS_DIR = Path(__file__).resolve().parent / "_drivers"
@@ -74,7 +74,7 @@ def default_verifier(sandbox: "Sandbox | None" = None) -> Verifier:
 
     def verify(task: Task, answer: str | None) -> Verdict:
         from rootstep.benchmarks import verify as benchmark_verify
-        from rootstep.benchmarks._registry import verifier_info
+        from rootstep.benchmarks import verifier_info
 
         if verifier_info(task.verifier).needs_sandbox and holder["sandbox"] is None:
             from rootstep.sandboxes import get_sandbox
@@ -150,7 +150,7 @@ class Adapter(ABC):
     def answer_contract(self, task: Task) -> "AnswerContract":
         """The answer format this framework's prompts ask for on `task` (they render its `instruction`),
         which the task's verifier reads (`rootstep.benchmarks._answer`)."""
-        from rootstep.benchmarks._answer import answer_contract
+        from rootstep.benchmarks import answer_contract
 
         return answer_contract(task)
 
@@ -158,7 +158,7 @@ class Adapter(ABC):
         """The answer Omega judges; by default what the driver reported, with the output of the program
         the framework ran appended when a math or QA answer is code that states no answer of its own
         (`program_answer`: never a number lifted from the code's text)."""
-        from rootstep.benchmarks._answer import program_answer
+        from rootstep.benchmarks import program_answer
 
         return program_answer(task, driver_answer, steps)
 
@@ -294,17 +294,17 @@ class Adapter(ABC):
     @classmethod
     def build(cls, client: Any, *, report: Any, force: bool = False) -> str:
         """Build the framework's image unless its tag exists (`rootstep frameworks build`); return the tag."""
-        from rootstep.sandboxes._images import build_image
+        from rootstep.sandboxes import build_image
 
         return build_image(client, cls.image, report=report, force=force)
 
     def image_built(self) -> bool | None:
         """True/False whether the image exists; None when no Docker daemon is reachable."""
-        from rootstep.sandboxes._images import image_exists
-        from rootstep.sandboxes._limits import SandboxUnavailableError
+        from rootstep.sandboxes import image_exists
+        from rootstep.sandboxes import SandboxUnavailableError
 
         try:
-            from rootstep.sandboxes._docker import docker_client
+            from rootstep.sandboxes import docker_client
 
             return image_exists(docker_client(), self.image_tag())
         except SandboxUnavailableError:
@@ -335,7 +335,7 @@ class Adapter(ABC):
         if given is not None:
             return given, False
         from rootstep.sandboxes import SandboxLimits, SandboxNetwork
-        from rootstep.sandboxes._docker import DockerSandbox
+        from rootstep.sandboxes import DockerSandbox
 
         limits = SandboxLimits(
             network=SandboxNetwork.gateway_only(server.port), timeout_s=self.timeout_s,

@@ -73,9 +73,9 @@ def build_cmd(
     import time
 
     from rootstep.adapters import adapter_class, list_adapters
-    from rootstep.sandboxes._docker import docker_client
-    from rootstep.sandboxes._limits import SandboxUnavailableError
-    from rootstep.sandboxes.cli import _ConsoleReporter
+    from rootstep.sandboxes import docker_client
+    from rootstep.sandboxes import SandboxUnavailableError
+    from rootstep.sandboxes.cli import ConsoleReporter
 
     from rootstep.adapters import use_systems
     from rootstep.warehouse.errors import RootstepError
@@ -100,7 +100,7 @@ def build_cmd(
             raise typer.Exit(0) from None
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
-    reporter = _ConsoleReporter(verbose)
+    reporter = ConsoleReporter(verbose)
     table = Table("framework", "image", "seconds")
     for name in names:
         cls = adapter_class(name)

@@ -27,9 +27,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.benchmarks._suspect import Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
+from rootstep.benchmarks import Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
 from rootstep.prompts import render
-from rootstep.tracers._parse import match_agent
+from rootstep.tracers import match_agent
 from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
 
 from ._attempt import (

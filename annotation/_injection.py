@@ -33,8 +33,8 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.benchmarks._answer import final_answer_span
-from rootstep.benchmarks._suspect import Verify, code_key, gives_answer, is_suspect, planted_answer
+from rootstep.benchmarks import final_answer_span
+from rootstep.benchmarks import Verify, code_key, gives_answer, is_suspect, planted_answer
 from rootstep.prompts import render
 from rootstep.warehouse import Annotation, Cost, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
 
@@ -276,7 +276,7 @@ def _team_view(trajectory: Trajectory, step: Step, task: Task | None, verdict: V
                                   for s in later if s.agent != step.agent or s.kind != "agent"))
     visible: list[str] = []
     if task is not None and task.kind == "coding":
-        from rootstep.adapters._visible_tests import visible_tests
+        from rootstep.adapters import visible_tests
 
         visible = visible_tests(task)
     details = (verdict.details if verdict is not None else {}) or {}

@@ -12,7 +12,7 @@ Answer contracts (`answer_contract(task)`: the answer line prompts ask for and v
 verdicts (`suspect_reason`, `same_answer`: a failure or a fix that is the check's fault, not an agent's).
 """
 
-from ._answer import AnswerContract, answer_contract, answer_spans, final_answer_span
+from ._answer import AnswerContract, answer_contract, answer_spans, final_answer_span, program_answer
 from ._code import build_program, extract_code
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
@@ -23,6 +23,7 @@ from ._qa import exact_match, f1_score, normalize_answer
 from ._registry import (
     BenchmarkInfo,
     VerifierInfo,
+    benchmark,
     count_tasks,
     get_benchmark,
     get_verifier,
@@ -31,50 +32,72 @@ from ._registry import (
     load_tasks,
     select,
     verifier,
+    verifier_info,
     verify,
 )
 from ._search import Hit, Paragraph, search, task_search
-from ._suspect import is_suspect, mark_suspect, plain_failure, same_answer, suspect_reason
+from ._suspect import (
+    Verify,
+    answer_leak,
+    code_key,
+    gives_answer,
+    is_suspect,
+    mark_suspect,
+    plain_failure,
+    planted_answer,
+    right_answer_in,
+    same_answer,
+    suspect_reason,
+)
 
 __all__ = [
     "AnswerContract",
-    "answer_contract",
-    "answer_spans",
-    "final_answer_span",
-    "is_suspect",
-    "mark_suspect",
-    "plain_failure",
-    "same_answer",
-    "suspect_reason",
     "BenchmarkError",
     "BenchmarkInfo",
     "Hit",
     "Paragraph",
     "ValidationError",
     "VerifierInfo",
+    "Verify",
     "add_benchmark",
+    "answer_contract",
+    "answer_leak",
+    "answer_spans",
+    "benchmark",
     "build_program",
+    "code_key",
     "count_tasks",
     "exact_match",
     "extract_code",
     "extract_math_answer",
     "extract_number",
     "f1_score",
+    "final_answer_span",
     "gaia_match",
     "get_benchmark",
     "get_verifier",
+    "gives_answer",
+    "is_suspect",
     "last_boxed",
     "list_benchmarks",
     "list_verifiers",
     "load_tasks",
+    "mark_suspect",
     "math_equal",
     "normalize_answer",
     "normalize_latex",
     "parse_number",
+    "plain_failure",
+    "planted_answer",
+    "program_answer",
+    "right_answer_in",
+    "same_answer",
     "search",
     "select",
+    "suspect_reason",
     "task_search",
     "validate_file",
     "verifier",
+    "verifier_info",
     "verify",
 ]

@@ -58,7 +58,7 @@ def verifier(name: str) -> Callable[[Callable[..., Verdict]], Callable[..., Verd
 
 def _ensure_builtin_verifiers() -> None:
     from . import _code, _gaia, _math, _numeric, _qa  # noqa: F401 - importing registers them
-    from rootstep.adapters._plugins import load_verifier_plugins
+    from ._plugins import load_verifier_plugins
 
     load_verifier_plugins()
 
@@ -133,7 +133,7 @@ def benchmark(info: BenchmarkInfo) -> Callable[[Loader], Loader]:
 
 def _ensure_builtin_benchmarks() -> None:
     from . import _code_loaders, _loaders  # noqa: F401 - importing registers them
-    from rootstep.adapters._plugins import load_benchmark_plugins
+    from ._plugins import load_benchmark_plugins
 
     load_benchmark_plugins()
 

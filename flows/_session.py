@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from rootstep.adapters.base import Adapter
     from rootstep.gateway import Gateway, GatewayServer
 
-from rootstep.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL  # noqa: F401
+from rootstep.gateway import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL  # noqa: F401
 
 
 class Limits(BaseModel):
@@ -94,7 +94,7 @@ class Session:
         if self._verifier is not None:
             return self._verifier(task, answer)
         from rootstep.benchmarks import verify
-        from rootstep.benchmarks._registry import verifier_info
+        from rootstep.benchmarks import verifier_info
 
         owner = self._owner
         if verifier_info(task.verifier).needs_sandbox:
@@ -130,7 +130,7 @@ class Session:
         (an annotation flow started after the collection, with another journal). None: the journal has them."""
         if self.gateway.calls(gateway_run_id):
             return None
-        from rootstep.warehouse._schemas import llm_call_from_row
+        from rootstep.warehouse import llm_call_from_row
 
         with self.lock:
             rows = self.warehouse.rows("SELECT * FROM llm_calls WHERE run_id = ? ORDER BY counter, created_at",

@@ -35,7 +35,7 @@ from typing import Any, Literal, Sequence
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from rootstep.benchmarks._suspect import is_suspect, suspect_reason
+from rootstep.benchmarks import is_suspect, suspect_reason
 from rootstep.warehouse import Annotation, Evidence, LLMCall, Replay, Task, Trajectory
 
 from rootstep.annotation import (
@@ -175,7 +175,7 @@ def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Traj
     (`rewrite_budget`, at least `max_tokens` when given); a cut answer is re-asked with more room.
     Every analyzer and perturber prompt asks for one JSON object: an offline model is held to it by
     llama.cpp's JSON grammar (`response_format`), which a 1.5B model otherwise breaks now and then."""
-    from rootstep.tracers._llm import Chat
+    from rootstep.tracers import Chat
 
     extra = {"response_format": {"type": "json_object"}} if model.startswith("local/") else {}
     return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024), extra=extra), session)
@@ -579,7 +579,7 @@ def inject(
 def recheck_queue(session: Session, frameworks: Sequence[str] | None = None, benchmarks: Sequence[str] | None = None,
                   run_ids: Sequence[str] | None = None, limit: int | None = None) -> list[Annotation]:
     """Counterfactual labels (the `labels` view) in scope not re-checked yet, most recent first."""
-    from rootstep.warehouse._schemas import annotation_from_row
+    from rootstep.warehouse import annotation_from_row
 
     where, params = _scope("r", frameworks, benchmarks, run_ids)
     sql = (f"SELECT a.* FROM labels l JOIN annotations a ON a.id = l.id JOIN runs r ON r.id = l.run_id WHERE {where} "

@@ -16,7 +16,7 @@ from rich.console import Console
 
 console = Console()
 
-from rootstep.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
+from rootstep.gateway import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
 
 WarehouseOpt = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE",
                             help="Warehouse path or fsspec URL (default ./rootstep-data).")
@@ -121,23 +121,23 @@ def build_systems(names: list[str]) -> None:
     from rich.markup import escape
 
     from rootstep.adapters import adapter_class
-    from rootstep.sandboxes._limits import SandboxUnavailableError
+    from rootstep.sandboxes import SandboxUnavailableError
     from rootstep.warehouse.errors import RootstepError
 
     try:
-        from rootstep.sandboxes._docker import docker_client
+        from rootstep.sandboxes import docker_client
 
         client = docker_client()
     except SandboxUnavailableError:
         return
-    from rootstep.sandboxes.cli import _ConsoleReporter
+    from rootstep.sandboxes.cli import ConsoleReporter
 
     for name in names:
         cls = adapter_class(name)
         if cls().image_built():
             continue
         try:
-            cls.build(client, report=_ConsoleReporter(False))
+            cls.build(client, report=ConsoleReporter(False))
         except (RootstepError, SandboxUnavailableError) as exc:
             _fail(escape(f"--system {cls.system.path}: {exc}"))
 

@@ -129,7 +129,7 @@ def _collected_run(framework: str, task: Task, model: str, trajectory: Trajector
     )
 
 
-def _collect_run(session_id: str, framework: str, task: Task, model: str, agent_models: dict[str, str]) -> CollectedRun:
+def collect_run(session_id: str, framework: str, task: Task, model: str, agent_models: dict[str, str]) -> CollectedRun:
     """Run one episode and store it (calls first, then steps, then the run row: the commit)."""
     session = get_session(session_id)
     started = time.perf_counter()
@@ -161,7 +161,7 @@ def _collect_task(retries: int, remote: bool = False):
     from prefect import task
     from prefect.cache_policies import NONE
 
-    return task(_collect_remote if remote else _collect_run, name="collect-run", retries=retries, retry_delay_seconds=1,
+    return task(_collect_remote if remote else collect_run, name="collect-run", retries=retries, retry_delay_seconds=1,
                 retry_condition_fn=infrastructure_error, cache_policy=NONE, persist_result=False,
                 task_run_name="{framework}/{task.benchmark}/{task.task_id}")
 

@@ -106,8 +106,8 @@ class Gateway:
         providers: Providers | None = None,
         fsync: bool = True,
     ):
-        from ._local_model import install as install_local
-        from ._scripted import install as install_scripted
+        from ._local_model import install_local_provider as install_local
+        from ._scripted import install_scripted_provider as install_scripted
 
         install_scripted()
         install_local()

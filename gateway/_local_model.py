@@ -47,7 +47,7 @@ from litellm.llms.custom_llm import CustomLLMError
 from ._local_weights import LOCAL_MODELS, LocalModel, WeightsError, local_model
 from ._local_weights import gguf_path as _weights_path
 
-__all__ = ["LOCAL_MODELS", "LocalLLM", "LocalModel", "engine", "gguf_path", "install"]
+__all__ = ["LOCAL_MODELS", "LocalLLM", "LocalModel", "engine", "gguf_path", "install_local_provider"]
 
 DEFAULT_MAX_TOKENS = 1024
 """Room for an answer when the request sets none (a small model can loop until its context is full)."""
@@ -324,7 +324,7 @@ class LocalLLM(CustomLLM):
                "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                          "total_tokens": usage.total_tokens}, "index": 0, "tool_use": None}
 
-    def _stream(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def stream_command(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
         llm = engine(model)
         if not llm.spec.instruct or params.get("tools"):
             yield from self._whole(self._respond(model, messages, params))
@@ -364,11 +364,11 @@ class LocalLLM(CustomLLM):
 
     def streaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose, encoding,
                   api_key, logging_obj, optional_params, *args, **kwargs) -> Iterator[dict[str, Any]]:
-        yield from self._stream(model, messages, optional_params)
+        yield from self.stream_command(model, messages, optional_params)
 
     async def astreaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                          encoding, api_key, logging_obj, optional_params, *args, **kwargs) -> AsyncIterator[dict[str, Any]]:
-        chunks = self._stream(model, messages, optional_params)
+        chunks = self.stream_command(model, messages, optional_params)
         end = object()
         try:
             while (chunk := await asyncio.to_thread(next, chunks, end)) is not end:
@@ -377,7 +377,7 @@ class LocalLLM(CustomLLM):
             chunks.close()
 
 
-def install() -> None:
+def install_local_provider() -> None:
     """Register the `local` provider with litellm (idempotent); a model loads on its first call."""
     from ._providers import register_provider
 

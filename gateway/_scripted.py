@@ -94,7 +94,7 @@ def register_script(
             responses=list(script), cycle=cycle, latency_s=latency_s
         )
     _SCRIPTS[name] = script
-    install()
+    install_scripted_provider()
     return script
 
 
@@ -226,7 +226,7 @@ class ScriptedLLM(CustomLLM):
             yield chunk
 
 
-def install() -> None:
+def install_scripted_provider() -> None:
     """Register the `scripted` provider with litellm (idempotent)."""
     from ._providers import register_provider
 

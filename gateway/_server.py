@@ -76,7 +76,7 @@ def create_app(gateway: Gateway, *, admin_token: str | None = None) -> FastAPI:
         try:
             meta = _meta(request)
             if body.get("stream"):
-                return await _stream(run_id, agent, body, meta)
+                return await stream_command(run_id, agent, body, meta)
             call, response = await gateway.complete(run_id, agent, body, meta)
         except UnknownRun as exc:
             return _error(404, "unknown_run", str(exc))
@@ -88,7 +88,7 @@ def create_app(gateway: Gateway, *, admin_token: str | None = None) -> FastAPI:
             return _error(400, "invalid_request_error", str(exc))
         return _json(response, {"x-rootstep-call-id": call.id, "x-rootstep-mode": call.mode})
 
-    async def _stream(run_id: str | None, agent: str, body: dict[str, Any], meta: CallMeta) -> Response:
+    async def stream_command(run_id: str | None, agent: str, body: dict[str, Any], meta: CallMeta) -> Response:
         events = gateway.stream(run_id, agent, body, meta)
         head = await events.__anext__()  # errors before the first chunk become an HTTP status
 

@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from rootstep.gateway._defaults import DEFAULT_MODEL
+from rootstep.gateway import DEFAULT_MODEL
 from rootstep.warehouse import RootstepError, Warehouse, default_location
 
 app = typer.Typer(
@@ -216,9 +216,9 @@ def run_cmd(
     from rootstep.adapters.base import AdapterError
     from rootstep.benchmarks import BenchmarkError, load_tasks
     from rootstep._render import print_trajectory
-    from rootstep.flows._session import open_session
+    from rootstep.flows import open_session
     from rootstep.flows.cli import check_frameworks, with_systems
-    from rootstep.flows.collect import _collect_run as collect_one
+    from rootstep.flows.collect import collect_run as collect_one
 
     if system is not None:
         framework = with_systems(None, [str(system)])[0]

@@ -15,7 +15,23 @@ import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
 from rootstep.sandboxes._api import ExecResult, Sandbox, SandboxSession
-from rootstep.sandboxes._images import ENVIRONMENTS, BaseSpec, ImageSpec, build_all, build_base, build_image, default_image
+from rootstep.sandboxes._images import (
+    ENVIRONMENTS,
+    RUNNER_PATH,
+    RUNNER_SOURCE,
+    SANDBOX_UID,
+    BaseSpec,
+    ImageSpec,
+    QuietReporter,
+    build_all,
+    build_base,
+    build_image,
+    cache_dir,
+    default_image,
+    docker_build,
+    image_exists,
+    stream_command,
+)
 from rootstep.sandboxes._limits import (
     PoolConfig,
     SandboxError,
@@ -26,10 +42,13 @@ from rootstep.sandboxes._limits import (
 from rootstep.sandboxes._local import LocalSandbox, NotIsolatedWarning, local_allowed
 
 if TYPE_CHECKING:
-    from rootstep.sandboxes._docker import DockerSandbox
+    from rootstep.sandboxes._docker import DockerSandbox, docker_client
 
 __all__ = [
     "ENVIRONMENTS",
+    "RUNNER_PATH",
+    "RUNNER_SOURCE",
+    "SANDBOX_UID",
     "BaseSpec",
     "DockerSandbox",
     "ExecResult",
@@ -37,6 +56,7 @@ __all__ = [
     "LocalSandbox",
     "NotIsolatedWarning",
     "PoolConfig",
+    "QuietReporter",
     "Sandbox",
     "SandboxError",
     "SandboxLimits",
@@ -46,16 +66,21 @@ __all__ = [
     "build_all",
     "build_base",
     "build_image",
+    "cache_dir",
     "default_image",
+    "docker_build",
+    "docker_client",
     "get_sandbox",
+    "image_exists",
+    "stream_command",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "DockerSandbox":
-        from rootstep.sandboxes._docker import DockerSandbox
+    if name in ("DockerSandbox", "docker_client"):  # the Docker SDK is imported on first use
+        from rootstep.sandboxes import _docker
 
-        return DockerSandbox
+        return getattr(_docker, name)
     raise AttributeError(f"module 'rootstep.sandboxes' has no attribute {name!r}")
 
 

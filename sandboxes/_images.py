@@ -47,7 +47,7 @@ class BuildReporter(Protocol):
     def line(self, message: str) -> None: ...
 
 
-class _Quiet:
+class QuietReporter:
     def step(self, message: str) -> None:
         pass
 
@@ -153,7 +153,7 @@ def image_exists(client: Any, tag: str) -> bool:
         return False
 
 
-def _stream(cmd: list[str], report: BuildReporter, what: str) -> None:
+def stream_command(cmd: list[str], report: BuildReporter, what: str) -> None:
     """Run `cmd`, passing its output lines to the reporter; a failure names `what` and the last lines."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     tail: list[str] = []
@@ -184,7 +184,7 @@ _PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/s
           "usr/share/locale", "var/log", "var/cache/debconf")
 
 
-def build_base(client: Any, spec: BaseSpec = BaseSpec(), *, report: BuildReporter = _Quiet(), force: bool = False) -> str:
+def build_base(client: Any, spec: BaseSpec = BaseSpec(), *, report: BuildReporter = QuietReporter(), force: bool = False) -> str:
     """Build the base image from Debian packages unless its tag exists; return the tag."""
     tag = spec.tag()
     if not force and image_exists(client, tag):
@@ -205,7 +205,7 @@ def build_base(client: Any, spec: BaseSpec = BaseSpec(), *, report: BuildReporte
     rootfs = work / "rootfs"
     try:
         report.step(f"debootstrap {spec.suite} (minbase + {', '.join(spec.packages)}) from {mirror}")
-        _stream(
+        stream_command(
             sudo + [debootstrap, "--variant=minbase", f"--include={','.join(spec.packages)}",
                     f"--cache-dir={cache / 'debs'}", spec.suite, str(rootfs), mirror],
             report, "debootstrap",
@@ -222,7 +222,7 @@ def build_base(client: Any, spec: BaseSpec = BaseSpec(), *, report: BuildReporte
                 f"chmod 644 {work}/rootfs.tar",
             ]
         )
-        _stream(sudo + ["sh", "-ec", script], report, "preparing the root file system")
+        stream_command(sudo + ["sh", "-ec", script], report, "preparing the root file system")
         size = (work / "rootfs.tar").stat().st_size / 1e6
         report.step(f"docker import ({size:.0f} MB) as {tag}")
         repo, _, version = tag.partition(":")
@@ -261,12 +261,12 @@ def _download_wheels(spec: ImageSpec, report: BuildReporter) -> Path:
            "--abi", f"cp{pyver}", "--dest", str(dest), "-r", str(req)]
     for plat in platforms:
         cmd += ["--platform", plat]
-    _stream(cmd, report, f"pip download for environment {spec.name!r}")
+    stream_command(cmd, report, f"pip download for environment {spec.name!r}")
     (dest / ".complete").write_text("ok\n")
     return dest
 
 
-def build_image(client: Any, spec: ImageSpec, *, report: BuildReporter = _Quiet(), force: bool = False) -> str:
+def build_image(client: Any, spec: ImageSpec, *, report: BuildReporter = QuietReporter(), force: bool = False) -> str:
     """Build the environment image (and the base first if needed) unless its tag exists; return the tag."""
     tag = spec.tag()
     if not force and image_exists(client, tag):
@@ -309,7 +309,7 @@ def ensure_image(client: Any, tag: str | None = None) -> str:
 
 
 def build_all(
-    client: Any, names: list[str] | None = None, *, report: BuildReporter = _Quiet(), force: bool = False
+    client: Any, names: list[str] | None = None, *, report: BuildReporter = QuietReporter(), force: bool = False
 ) -> dict[str, tuple[str, float]]:
     """Build the named environments (default: all); return name -> (tag, seconds it took)."""
     names = names or list(ENVIRONMENTS)

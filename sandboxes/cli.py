@@ -17,7 +17,7 @@ app = typer.Typer(help="Docker sandboxes: build images, diagnose, clean up.", no
 console = Console(stderr=True)
 
 
-class _ConsoleReporter:
+class ConsoleReporter:
     """Build progress on stderr: each phase with the time since the build began, tool output dimmed."""
 
     def __init__(self, verbose: bool):
@@ -61,7 +61,7 @@ def build_cmd(
             console.print(f"[yellow]sandbox build skipped:[/] {exc}\nDocker sandbox tests will be skipped.")
             raise typer.Exit(0) from None
         _fail(str(exc))
-    reporter = _ConsoleReporter(verbose)
+    reporter = ConsoleReporter(verbose)
     try:
         built = build_all(client, env or None, report=reporter, force=force)
     except (SandboxUnavailableError, ValueError) as exc:

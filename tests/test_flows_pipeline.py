@@ -147,7 +147,7 @@ def test_crashed_collection_resumes(prefect_harness, tmp_path, docker_sandbox, m
     S.register_all()
     model, agent_models = S.MODELS["ag2"]
     tasks = [S.scenario_task("s1"), S.scenario_task("s4")]
-    real = collect_module._collect_run
+    real = collect_module.collect_run
     calls: list[str] = []
 
     def crashing(session_id, framework, task, model, agent_models):
@@ -158,7 +158,7 @@ def test_crashed_collection_resumes(prefect_harness, tmp_path, docker_sandbox, m
             raise AdapterError("container died (simulated)")
         return real(session_id, framework, task, model, agent_models)
 
-    monkeypatch.setattr(collect_module, "_collect_run", crashing)
+    monkeypatch.setattr(collect_module, "collect_run", crashing)
     first = collect_module.collect(["ag2"], tasks=tasks, model=model, agent_models=agent_models, warehouse=str(tmp_path))
     by_task = {r.task_id: r for r in first.runs}
     assert "the flow crashed here" in by_task["flows-s1"].error and by_task["flows-s1"].run_id is None
@@ -168,7 +168,7 @@ def test_crashed_collection_resumes(prefect_harness, tmp_path, docker_sandbox, m
     wh = Warehouse(str(tmp_path))
     assert wh.count("runs") == 1
 
-    monkeypatch.setattr(collect_module, "_collect_run", real)
+    monkeypatch.setattr(collect_module, "collect_run", real)
     second = collect_module.collect(["ag2"], tasks=tasks, model=model, agent_models=agent_models, warehouse=str(tmp_path))
     by_task = {r.task_id: r for r in second.runs}
     assert by_task["flows-s4"].cached and by_task["flows-s4"].run_id == first_s4

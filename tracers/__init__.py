@@ -12,8 +12,8 @@ reward `multi_granular_reward` with its `trl_reward` / `verl_compute_score` adap
 from ._baselines import PUBLISHED, attach_baselines
 from ._confidence import confidence, confidence_scores
 from ._divergence import align, divergence, find_counterparts
-from ._evaluate import Evaluation, evaluate
-from ._learned import LearnedModel, StepScorer, cross_validate, learned, list_models, load_model, train_model
+from ._evaluate import Evaluation, evaluate, predict, scored_items
+from ._learned import DEFAULT_FOLDS, Example, LearnedModel, StepScorer, cross_validate, learned, list_models, load_model, train_model
 from ._methods import (
     TRACERS,
     Attribution,
@@ -25,17 +25,21 @@ from ._methods import (
     step_by_step,
     tracer,
 )
-from ._parse import ParsedAnswer, parse_attribution, parse_half, parse_yes_no
+from ._llm import Chat
+from ._parse import ParsedAnswer, match_agent, parse_attribution, parse_half, parse_yes_no
 from ._rank import rank_steps
 from ._reward import multi_granular_reward, parse_answer, trl_reward, verl_compute_score
 from ._scoring import Scored, random_baseline, score, score_by
 from ._training import export_training, task_folds, task_split
 
 __all__ = [
+    "DEFAULT_FOLDS",
     "PUBLISHED",
     "TRACERS",
     "Attribution",
+    "Chat",
     "Evaluation",
+    "Example",
     "LearnedModel",
     "ParsedAnswer",
     "Scored",
@@ -56,21 +60,24 @@ __all__ = [
     "learned",
     "list_models",
     "load_model",
+    "match_agent",
     "multi_granular_reward",
     "parse_answer",
     "parse_attribution",
     "parse_half",
     "parse_yes_no",
+    "predict",
     "random_baseline",
     "rank_steps",
     "run_tracer",
     "score",
     "score_by",
+    "scored_items",
     "step_by_step",
     "task_folds",
     "task_split",
     "tracer",
-    "trl_reward",
     "train_model",
+    "trl_reward",
     "verl_compute_score",
 ]

@@ -43,7 +43,7 @@ def attribute(
     compares with `counterpart` (a file or run id) or a successful run of the task in the warehouse.
     Raises `TracerError` (or `InputError` for a bad file) when the method cannot attribute the trace.
     """
-    from rootstep.gateway._defaults import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
+    from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
 
     run_id, trajectory = load_trace(source, warehouse)
     kwargs: dict[str, Any] = {"with_ground_truth": with_ground_truth, "run_id": run_id, **options}

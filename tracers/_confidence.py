@@ -32,7 +32,7 @@ from rootstep.warehouse import LLMCall, Trajectory, Warehouse
 
 from ._methods import Attribution, TracerError, as_trajectory, tracer
 
-from rootstep.gateway._defaults import DEFAULT_SCORER_MODEL as DEFAULT_SCORER
+from rootstep.gateway import DEFAULT_SCORER_MODEL as DEFAULT_SCORER
 MAX_STEP_TOKENS = 16
 CONTEXT_STEP_CHARS = 200
 QUESTION_CHARS = 400
@@ -79,7 +79,7 @@ def recorded_scores(trajectory: Trajectory, calls: Sequence[LLMCall]) -> dict[in
 
 def stored_calls(warehouse: Warehouse, trajectory: Trajectory) -> list[LLMCall]:
     """The LLM calls behind the trajectory's steps, from the warehouse's `llm_calls` view."""
-    from rootstep.warehouse._schemas import llm_call_from_row
+    from rootstep.warehouse import llm_call_from_row
 
     ids = [c for s in trajectory.steps for c in s.call_ids]
     if not ids:
@@ -109,11 +109,11 @@ def local_scores(trajectory: Trajectory, model: str = DEFAULT_SCORER, max_step_t
             f"--model {model!r}: the confidence method scores text under a local llama.cpp model (local/...); the run's "
             "recorded calls carry no log-probabilities for every agent step"
         )
-    from rootstep.gateway._local_model import engine, gguf_path
+    from rootstep.gateway import engine, gguf_path
 
     from ._spm import vocabulary
 
-    from rootstep.gateway._local_weights import LOCAL_MODELS
+    from rootstep.gateway import LOCAL_MODELS
 
     name = model.split("/", 1)[1]
     spec = LOCAL_MODELS.get(name)

@@ -20,13 +20,13 @@ def ensure_provider(model: str) -> None:
     """Register rootstep's own litellm providers (`scripted/...`, `local/...`) when the model names one."""
     provider = model.split("/", 1)[0]
     if provider == "scripted":
-        from rootstep.gateway._scripted import install
+        from rootstep.gateway import install_scripted_provider
 
-        install()
+        install_scripted_provider()
     elif provider == "local":
-        from rootstep.gateway._local_model import install
+        from rootstep.gateway import install_local_provider
 
-        install()
+        install_local_provider()
 
 
 @dataclass

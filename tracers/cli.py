@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from rootstep.gateway._defaults import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
+from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
 
 tracer_app = typer.Typer(help="Train and list the learned failure tracer (no LLM needed).", no_args_is_help=True)
 
@@ -111,7 +111,7 @@ def evaluate_cmd(
     Every table carries the baselines on the same runs and folds: random, the constant step chosen on the
     other folds (and its agent), the most frequent agent; Who&When subsets also get the paper's figures.
     """
-    from rootstep._progress import progress_bar
+    from rootstep import progress_bar
     from rootstep.cli import console, fail, open_warehouse
 
     from ._evaluate import evaluate

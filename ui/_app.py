@@ -24,7 +24,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from rootstep.gateway._defaults import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
+from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
 from rootstep.tracers import TRACERS
 from rootstep.warehouse import InputError, Warehouse, WarehouseError
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rootstep.tracers import TRACERS
-from rootstep.tracers._evaluate import predict
+from rootstep.tracers import predict
 from rootstep.warehouse import Annotation, InputError, Trajectory, Warehouse
 from rootstep.warehouse.whowhen import parse_record
 

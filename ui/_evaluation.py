@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rootstep.tracers import score_by
-from rootstep.tracers._evaluate import scored_items
-from rootstep.tracers._learned import DEFAULT_FOLDS, Example
-from rootstep.tracers._training import task_folds
+from rootstep.tracers import scored_items
+from rootstep.tracers import DEFAULT_FOLDS, Example
+from rootstep.tracers import task_folds
 from rootstep.warehouse import Warehouse
 
 PREDICTIONS_SQL = """

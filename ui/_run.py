@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rootstep.warehouse import Annotation, Trajectory, Warehouse
-from rootstep.warehouse._schemas import annotation_from_row
+from rootstep.warehouse import annotation_from_row
 
 from ._align import Alignment, align
 

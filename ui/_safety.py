@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from rootstep.gateway._hashing import scrub
+from rootstep.gateway import scrub
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL)", re.IGNORECASE)
 MIN_SECRET_CHARS = 8

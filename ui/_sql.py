@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse._catalog import PUBLIC_VIEWS, view_statements
-from rootstep.warehouse._schemas import PARTITION_COLUMNS, SCHEMAS
+from rootstep.warehouse import PUBLIC_VIEWS, view_statements
+from rootstep.warehouse import PARTITION_COLUMNS, SCHEMAS
 
 READ_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
 """DuckDB statement types the box runs (DESCRIBE, SHOW, SUMMARIZE and WITH parse as SELECT)."""

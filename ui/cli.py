@@ -47,7 +47,7 @@ def ui(
     """Serve the web UI on http://127.0.0.1:8500 (foreground; --daemon for the background)."""
     if ctx.invoked_subcommand is not None:
         return
-    from rootstep.gateway._defaults import DEFAULT_MODEL
+    from rootstep.gateway import DEFAULT_MODEL
     from rootstep.warehouse import default_location
 
     from ._daemon import busy_message, port_busy, start_daemon

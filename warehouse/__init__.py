@@ -4,6 +4,7 @@ Public face: the models (`Trajectory`, `Step`, `LLMCall`, `Replay`, `Interventio
 `Task`, `Verdict`), `Warehouse`, and the Who&When importer/exporter.
 """
 
+from ._catalog import PUBLIC_VIEWS, view_statements
 from ._ids import canonical_json, content_id
 from ._models import (
     Annotation,
@@ -24,16 +25,20 @@ from ._models import (
     Verdict,
     utcnow,
 )
+from ._schemas import PARTITION_COLUMNS, SCHEMAS, annotation_from_row, llm_call_from_row
 from ._store import DEFAULT_LOCATION, Warehouse, WriteReport, default_location
 from .errors import InputError, RootstepError, WarehouseError
 
 __all__ = [
+    "DEFAULT_LOCATION",
+    "PARTITION_COLUMNS",
+    "PUBLIC_VIEWS",
+    "SCHEMAS",
     "Annotation",
     "AnnotationMethod",
     "CallMode",
     "CallPurpose",
     "Cost",
-    "DEFAULT_LOCATION",
     "Evidence",
     "InputError",
     "Intervention",
@@ -50,8 +55,11 @@ __all__ = [
     "Warehouse",
     "WarehouseError",
     "WriteReport",
+    "annotation_from_row",
     "canonical_json",
     "content_id",
     "default_location",
+    "llm_call_from_row",
     "utcnow",
+    "view_statements",
 ]

@@ -30,7 +30,7 @@ def import_traces_cmd(
     """Import traces from OpenTelemetry (GenAI, OpenInference), Phoenix, Langfuse, LangSmith, Inspect, smolagents, AG2, ATIF."""
     from rich.markup import escape
 
-    from rootstep._progress import progress_bar
+    from rootstep import progress_bar
     from rootstep.cli import console, err_console, fail, open_warehouse
     from rootstep.warehouse import RootstepError
 
