@@ -15,9 +15,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rootstep.options import fail
+
 app = typer.Typer(help="Benchmarks and their verifiers (the success function Omega).", no_args_is_help=True)
 console = Console()
-err_console = Console(stderr=True)
 
 
 class VerifierName(str, Enum):
@@ -29,9 +30,6 @@ class VerifierName(str, Enum):
     gaia = "gaia"
 
 
-def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True, markup=True)
-    raise typer.Exit(code)
 
 
 def _parse_slice(text: Optional[str]) -> tuple[Optional[int], Optional[int]]:
@@ -46,7 +44,7 @@ def _parse_slice(text: Optional[str]) -> tuple[Optional[int], Optional[int]]:
             return (int(parts[0]) if parts[0] else None), (int(parts[1]) if parts[1] else None)
     except ValueError:
         pass
-    _fail(f"--slice {text!r}: expected START:STOP (either may be empty), e.g. 10:20")
+    fail(f"--slice {text!r}: expected START:STOP (either may be empty), e.g. 10:20")
     raise AssertionError  # unreachable
 
 
@@ -59,7 +57,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="One JSON object
     try:
         rows = [(info, count_tasks(info.name)) for info in list_benchmarks()]
     except RootstepError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         for info, count in rows:
             print(json.dumps(info.model_dump(mode="json") | {"tasks": count, "available": count is not None}))
@@ -99,7 +97,7 @@ def show_cmd(
     try:
         tasks = load_tasks(name, limit=limit, seed=seed, start=start, stop=stop)
     except RootstepError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         for task in tasks:
             print(task.model_dump_json())
@@ -131,7 +129,7 @@ def add_cmd(
     try:
         info, count = add_benchmark(name, file, verifier.value, licence=licence, force=force)
     except RootstepError as exc:
-        _fail(f"{exc}\nNothing was added.")
+        fail(f"{exc}\nNothing was added.")
     console.print(f"added benchmark {info.name!r}: {count} tasks, verifier {info.verifier}, stored at {info.files[0]}")
 
 

@@ -17,9 +17,9 @@ from rich.console import Console
 console = Console()
 
 from rootstep.gateway import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
+from rootstep.options import WarehouseOption, fail
 
-WarehouseOpt = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE",
-                            help="Warehouse path or fsspec URL (default ./rootstep-data).")
+WarehouseOpt = WarehouseOption
 FrameworkOpt = typer.Option(None, "--framework", "-f", help="Framework adapter; repeat for several (default ag2, smolagents).")
 SystemOpt = typer.Option(None, "--system", help="A system file: your own program run as a framework (docs/your-system.md); "
                          "repeat for several. Runs it in place of the default frameworks, beside any --framework.")
@@ -72,10 +72,6 @@ MaxTokensOpt = typer.Option(None, "--max-tokens", min=16,
                                  "a cut answer is re-asked with more).")
 
 
-def _fail(message: str, code: int = 2) -> None:
-    from rootstep.cli import fail  # the app's error line (imported late: rootstep.cli imports this module)
-
-    fail(message, code)
 
 
 def _prefect_env() -> None:
@@ -92,7 +88,7 @@ def check_frameworks(names: Optional[list[str]]) -> Optional[list[str]]:
     known = list_adapters()
     for name in names or ():
         if name not in known:
-            _fail(f"--framework {name!r}: unknown framework; known: {', '.join(known)}")
+            fail(f"--framework {name!r}: unknown framework; known: {', '.join(known)}")
     return names
 
 
@@ -109,7 +105,7 @@ def with_systems(framework: Optional[list[str]], system: Optional[list[str]], *,
     try:
         names = use_systems([str(p) for p in system])
     except RootstepError as exc:
-        _fail(escape(f"--system: {exc}"))
+        fail(escape(f"--system: {exc}"))
     if build:
         build_systems(names)
     return list(dict.fromkeys([*(check_frameworks(framework) or []), *names]))
@@ -139,7 +135,7 @@ def build_systems(names: list[str]) -> None:
         try:
             cls.build(client, report=ConsoleReporter(False))
         except (RootstepError, SandboxUnavailableError) as exc:
-            _fail(escape(f"--system {cls.system.path}: {exc}"))
+            fail(escape(f"--system {cls.system.path}: {exc}"))
 
 
 def _benchmark_name(name: str, option: str = "--benchmark") -> str:
@@ -151,7 +147,7 @@ def _benchmark_name(name: str, option: str = "--benchmark") -> str:
     try:
         get_benchmark(name)
     except BenchmarkError as exc:
-        _fail(escape(f"{option} {name!r}: {exc}"))
+        fail(escape(f"{option} {name!r}: {exc}"))
     return name
 
 
@@ -163,7 +159,7 @@ def _benchmarks(specs: Optional[list[str]]) -> Optional[dict[str, Optional[int]]
     for spec in specs:
         name, _, n = spec.partition(":")
         if n and not n.isdigit():
-            _fail(f"--benchmark {spec!r}: use NAME or NAME:COUNT")
+            fail(f"--benchmark {spec!r}: use NAME or NAME:COUNT")
         out[_benchmark_name(name)] = int(n) if n else None
     return out
 
@@ -217,13 +213,13 @@ def _runner(kind: RunnerKind, dask_address: Optional[str], ray_address: Optional
     from rootstep.flows._runner import Runner
 
     if dask_address and kind is not RunnerKind.dask:
-        _fail(f"--dask-address is for --runner dask (got --runner {kind.value})")
+        fail(f"--dask-address is for --runner dask (got --runner {kind.value})")
     if ray_address and kind is not RunnerKind.ray:
-        _fail(f"--ray-address is for --runner ray (got --runner {kind.value})")
+        fail(f"--ray-address is for --runner ray (got --runner {kind.value})")
     try:
         runner = Runner(kind=kind.value, address=dask_address or ray_address, workers=workers, setup=tuple(setup or ()))
     except ValidationError as exc:
-        _fail("; ".join(f"--worker-setup: {e['msg']}" if e["loc"] and e["loc"][0] == "setup" else e["msg"]
+        fail("; ".join(f"--worker-setup: {e['msg']}" if e["loc"] and e["loc"][0] == "setup" else e["msg"]
                         for e in exc.errors()))
     return _run_flows(runner.require)  # before any flow starts: a missing package is said at once
 
@@ -237,7 +233,7 @@ def _run_flows(run: Any) -> Any:
     try:
         return run()
     except RunnerUnavailable as exc:
-        _fail(escape(str(exc)))  # escaped: "rootstep[ray]" is not rich markup
+        fail(escape(str(exc)))  # escaped: "rootstep[ray]" is not rich markup
 
 
 def pipeline_cmd(
@@ -312,7 +308,7 @@ def collect_cmd(
 
     framework, benchmark = with_systems(framework, system), _benchmark_name(benchmark)
     if limit is not None and limit < 1:
-        _fail(f"--limit {limit}: must be at least 1")
+        fail(f"--limit {limit}: must be at least 1")
     where = _runner(runner, dask_address, ray_address, workers, worker_setup)
     report = _run_flows(lambda: collect(framework or ["ag2", "smolagents"], benchmark, limit=limit, seed=seed,
                                         model=model, warehouse=warehouse,
@@ -419,10 +415,10 @@ def _recorded_runs(prefixes: list[str], warehouse: Optional[str]) -> list[str]:
         try:
             run = wh.resolve_run_id(prefix)
         except RootstepError as exc:
-            _fail(escape(f"--run-id {prefix}: {exc}"))
+            fail(escape(f"--run-id {prefix}: {exc}"))
         source = wh.rows("SELECT source FROM runs WHERE id = ?", [run])[0]["source"]
         if source != "rootstep":
-            _fail(escape(f"--run-id {run}: imported from {source}, not recorded by rootstep: without its recorded LLM "
+            fail(escape(f"--run-id {run}: imported from {source}, not recorded by rootstep: without its recorded LLM "
                          "calls counterfactual replay and fault injection cannot re-simulate it. Attribute it with a "
                          f"tracer instead: rootstep evaluate --unlabelled --where \"id = '{run}'\""))
         ids.append(run)
@@ -447,7 +443,7 @@ def deploy_cmd(
     try:
         names = deploy(schedules, serve=serve)
     except RuntimeError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for name, s in zip(names, schedules):
         console.print(f"deployment {name}: cron {s.cron!r} -> flow {s.flow}", highlight=False)
 
@@ -481,7 +477,7 @@ def backfill_cmd(
                                     analyzer_model=analyzer_model, perturber_model=perturber_model,
                                     warehouse=warehouse, runner=where))
     except BenchmarkError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def register(app: typer.Typer) -> None:

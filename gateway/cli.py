@@ -10,6 +10,8 @@ from typing import Optional
 
 import typer
 
+from rootstep.options import WarehouseOption
+
 app = typer.Typer(help="The LLM gateway every framework talks to (record / replay / intervene).", no_args_is_help=True)
 
 JournalOption = typer.Option(
@@ -69,7 +71,7 @@ def models_cmd() -> None:
 def flush_cmd(
     journal_dir: Path = JournalOption,
     run_id: list[str] = typer.Option([], "--run-id", help="Runs to flush (default: every journaled run)."),
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", help="Warehouse location."),
+    warehouse: Optional[str] = WarehouseOption,
 ) -> None:
     """Write journaled calls into the warehouse's llm_calls (re-running writes nothing twice)."""
     from rootstep.gateway import Journal

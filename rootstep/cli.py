@@ -16,7 +16,8 @@ import typer
 from rich.console import Console
 
 from rootstep.gateway import DEFAULT_MODEL
-from rootstep.warehouse import RootstepError, Warehouse, default_location
+from rootstep.options import ExitCode, WarehouseOption, console, err_console, fail, open_warehouse
+from rootstep.warehouse import RootstepError
 
 app = typer.Typer(
     name="rootstep",
@@ -29,31 +30,8 @@ export_app = typer.Typer(help="Export the warehouse for other tools.", no_args_i
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 
-# Off a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room instead.
-console = Console(width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
-
-WarehouseOption = typer.Option(
-    None,
-    "--warehouse",
-    "-w",
-    envvar="ROOTSTEP_WAREHOUSE",
-    help="Warehouse location: a local path or an fsspec URL. Default ./rootstep-data.",
-    show_default=False,
-)
-
-
-def open_warehouse(location: Optional[str]) -> Warehouse:
-    return Warehouse(location or default_location())
-
-
-def fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
 def run_cli() -> None:
-    """Entry point that turns rootstep's own errors into a one-line message and exit code 2."""
+    """Entry point that turns rootstep's own errors into a one-line message and exit code 2 (`ExitCode.USAGE`)."""
     try:
         app(standalone_mode=True)
     except RootstepError as exc:  # pragma: no cover - exercised through the console script

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rootstep.options import fail
+
 app = typer.Typer(help="Docker sandboxes: build images, diagnose, clean up.", no_args_is_help=True)
 console = Console(stderr=True)
 
@@ -34,9 +36,6 @@ class ConsoleReporter:
             console.print(Text("          " + message, style="dim"), highlight=False)
 
 
-def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 @app.command("build")
@@ -60,12 +59,12 @@ def build_cmd(
         if skip_if_no_docker:
             console.print(f"[yellow]sandbox build skipped:[/] {exc}\nDocker sandbox tests will be skipped.")
             raise typer.Exit(0) from None
-        _fail(str(exc))
+        fail(str(exc))
     reporter = ConsoleReporter(verbose)
     try:
         built = build_all(client, env or None, report=reporter, force=force)
     except (SandboxUnavailableError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     table = Table("environment", "image", "seconds")
     for name, (tag, seconds) in built.items():
         table.add_row(name, tag, f"{seconds:.1f}")
@@ -103,7 +102,7 @@ def reap_cmd(
     try:
         report = reap(docker_client(), everything=all_)
     except SandboxUnavailableError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     Console().print(f"removed {len(report.containers)} container(s)" + (
         ": " + ", ".join(report.containers) if report.containers else ""
     ))

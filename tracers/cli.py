@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 
 from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
+from rootstep.options import WarehouseOption
 
 tracer_app = typer.Typer(help="Train and list the learned failure tracer (no LLM needed).", no_args_is_help=True)
 
@@ -103,7 +104,7 @@ def evaluate_cmd(
     unlabelled: bool = typer.Option(False, "--unlabelled", help="Also attribute runs with no label that did not succeed "
                                                                  "(imported traces, fresh failures): stored, not scored."),
     where: str = typer.Option("true", help="SQL condition over the `runs` view restricting the runs attributed."),
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False),
+    warehouse: Optional[str] = WarehouseOption,
 ) -> None:
     """Attribute every labelled run with a method, store the predictions (method=tracer), print accuracy.
 
@@ -112,7 +113,7 @@ def evaluate_cmd(
     other folds (and its agent), the most frequent agent; Who&When subsets also get the paper's figures.
     """
     from rootstep import progress_bar
-    from rootstep.cli import console, fail, open_warehouse
+    from rootstep.options import console, fail, open_warehouse
 
     from ._evaluate import evaluate
 
@@ -175,10 +176,10 @@ def attribute_cmd(
     ground_truth: bool = typer.Option(True, "--ground-truth/--no-ground-truth", help="Let the method use the correct answer."),
     counterpart: Optional[str] = typer.Option(None, "--counterpart", help="divergence: a successful trace (file or run id) to compare with."),
     api_base: Optional[str] = typer.Option(None, help="LLM methods: send the calls to this OpenAI-compatible endpoint."),
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False),
+    warehouse: Optional[str] = WarehouseOption,
 ) -> None:
     """Who made the decisive error, and when: agent, step and reason for one trace (exit 1: no prediction)."""
-    from rootstep.cli import console, fail, open_warehouse
+    from rootstep.options import console, fail, open_warehouse
     from rootstep.warehouse import RootstepError
 
     from ._attribute import attribute
@@ -222,10 +223,10 @@ def train_cmd(
     seed: int = typer.Option(0, help="Changes which tasks share a fold, and the model's random state."),
     text_dims: int = typer.Option(8, min=0, help="Size of the text component (0: step features only)."),
     where: str = typer.Option("true", help="SQL condition over the `runs` view: train on these labelled runs only."),
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False),
+    warehouse: Optional[str] = WarehouseOption,
 ) -> None:
     """Fit the learned tracer on every verified label of the warehouse; save it with its run ids and a model card."""
-    from rootstep.cli import console, fail, open_warehouse
+    from rootstep.options import console, fail, open_warehouse
 
     from ._learned import train_model
     from ._methods import TracerError
@@ -253,12 +254,12 @@ def train_cmd(
 
 @tracer_app.command("models")
 def models_cmd(
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False),
+    warehouse: Optional[str] = WarehouseOption,
 ) -> None:
     """The learned tracers saved under the warehouse, newest first."""
     from rich.table import Table
 
-    from rootstep.cli import console, open_warehouse
+    from rootstep.options import console, open_warehouse
 
     from ._learned import list_models
 
@@ -286,10 +287,10 @@ def export_training_cmd(
     seed: int = typer.Option(0, help="Changes which tasks are held out."),
     max_prompt_chars: int = typer.Option(60_000, help="Step contents are shortened evenly to fit this many characters."),
     where: str = typer.Option("true", help="SQL condition over the `runs` view."),
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False),
+    warehouse: Optional[str] = WarehouseOption,
 ) -> None:
     """Training data for a failure tracer from every labelled run, split by task."""
-    from rootstep.cli import console, fail, open_warehouse
+    from rootstep.options import console, fail, open_warehouse
 
     from ._training import export_training
 

@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from rootstep.options import WarehouseOption
+
 from ._daemon import DEFAULT_HOST, DEFAULT_PORT
 
 app = typer.Typer(help="The web UI: the corpus, a run with its evidence and replays, attribution, evaluation, SQL.")
@@ -19,9 +21,10 @@ PortOption = typer.Option(None, "--port", "-p", help="The server's port (default
 
 
 def _fail(message: str) -> None:
-    from rootstep.cli import fail
+    """The UI's errors are about a server that did not start, stop or log (`ExitCode.FAILED`)."""
+    from rootstep.options import ExitCode, fail
 
-    fail(message, code=1)
+    fail(message, ExitCode.FAILED)
 
 
 def _warehouse_arg(location: str) -> str:
@@ -40,8 +43,7 @@ def ui(
     sql_rows: int = typer.Option(500, help="Most rows the SQL box returns."),
     sql_timeout: float = typer.Option(10.0, help="Seconds after which a SQL box query is stopped."),
     model: Optional[str] = typer.Option(None, "--model", help="Default model of the attribute page (default: the offline local model)."),
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False,
-                                            help="Warehouse location: a local path or an fsspec URL. Default ./rootstep-data."),
+    warehouse: Optional[str] = WarehouseOption,
     state_log: Optional[str] = typer.Option(None, hidden=True, help="The log file a daemon's output goes to."),
 ) -> None:
     """Serve the web UI on http://127.0.0.1:8500 (foreground; --daemon for the background)."""
@@ -54,7 +56,7 @@ def ui(
     from ._safety import is_loopback
 
     location = _warehouse_arg(warehouse or default_location())
-    from rootstep.cli import console, err_console
+    from rootstep.options import console, err_console
 
     if not is_loopback(host):
         err_console.print(f"[bold yellow]warning:[/] --host {host} serves the warehouse, the SQL box and attribution with this "
@@ -86,7 +88,7 @@ def status_cmd() -> None:
     """The UI servers running on this machine (exit code 1 when none is)."""
     from rich.table import Table
 
-    from rootstep.cli import console
+    from rootstep.options import console
 
     from ._daemon import instances
 
@@ -135,7 +137,7 @@ def logs_cmd(
 @app.command("stop")
 def stop_cmd(port: Optional[int] = PortOption) -> None:
     """Stop a UI server (SIGTERM, then SIGKILL after 10 s)."""
-    from rootstep.cli import console
+    from rootstep.options import console
 
     from ._daemon import instances, pick, stop
 

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from rootstep.options import WarehouseOption
+
 from .detect import FORMATS
 from .verdicts import VERDICT_FORMATS
 
@@ -25,13 +27,13 @@ def import_traces_cmd(
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Import the valid files and report the rest."),
     strict: bool = typer.Option(False, "--strict", help="Refuse a file whose import would store a step empty, "
                                                         "keep a message as raw JSON or miss a subagent (default: warn)."),
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False),
+    warehouse: Optional[str] = WarehouseOption,
 ) -> None:
     """Import traces from OpenTelemetry (GenAI, OpenInference), Phoenix, Langfuse, LangSmith, Inspect, smolagents, AG2, ATIF."""
     from rich.markup import escape
 
     from rootstep import progress_bar
-    from rootstep.cli import console, err_console, fail, open_warehouse
+    from rootstep.options import console, err_console, fail, open_warehouse
     from rootstep.warehouse import RootstepError
 
     from . import import_traces
@@ -63,10 +65,10 @@ def export_verdicts_cmd(
     out: Path = typer.Argument(..., help="File to write (a folder for --format atif)."),
     format: VerdictFormat = typer.Option(..., "--format", help="otlp, langfuse, phoenix or atif."),
     where: str = typer.Option(_IMPORTED, help="SQL condition over the `runs` view (default: every imported trace)."),
-    warehouse: Optional[str] = typer.Option(None, "--warehouse", "-w", envvar="ROOTSTEP_WAREHOUSE", show_default=False),
+    warehouse: Optional[str] = WarehouseOption,
 ) -> None:
     """Write who and when of every attributed run in the shape its source tool ingests."""
-    from rootstep.cli import console, open_warehouse
+    from rootstep.options import console, open_warehouse
 
     from .verdicts import export_verdicts
 
