@@ -593,7 +593,7 @@ def recheck_queue(session: Session, frameworks: Sequence[str] | None = None, ben
 
 @flow(name="rootstep-recheck", persist_result=False)
 def recheck(
-    analyzer_model: str = DEFAULT_MODEL,
+    analyzer_model: str = DEFAULT_ANNOTATOR_MODEL,
     n: int = 1,
     frameworks: list[str] | None = None,
     benchmarks: list[str] | None = None,

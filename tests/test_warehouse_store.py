@@ -99,6 +99,23 @@ def test_llm_calls_and_replays_round_trip(warehouse: Warehouse):
     assert warehouse.rows("SELECT count(*) AS n, bool_and(simulated) AS sim FROM llm_calls") == [{"n": 3, "sim": True}]
 
 
+def test_files_written_before_a_column_was_added_still_read(warehouse: Warehouse):
+    """A warehouse written by an older rootstep (its replays have no `intervention_also`, its annotations no
+    later columns) keeps every view readable: the missing columns read as NULL."""
+    run = make_run("old")
+    warehouse.write_trajectories([run])
+    replay = Replay(run_id=run.id, framework="ag2", benchmark="gsm8k", purpose="counterfactual",
+                    intervention=Intervention(run_id=run.id, step=2, new_content="fixed"), success_before=False,
+                    success_after=True)
+    warehouse.write_replays([replay])
+    for path in warehouse.table_files("replays"):
+        table = pq.read_table(path, partitioning=None)
+        pq.write_table(table.drop_columns(["intervention_also", "intervention_persist"]), path)
+    assert warehouse.rows("SELECT intervention_step, intervention_also, intervention_persist FROM replays") == [
+        {"intervention_step": 2, "intervention_also": None, "intervention_persist": None}]
+    assert warehouse.rows("SELECT count(*) AS n FROM labels") == [{"n": 0}]
+
+
 def test_empty_warehouse_has_every_view(warehouse: Warehouse):
     for view in ("runs", "steps", "llm_calls", "replays", "annotations", "labels", "successes", "failures", "unresolved"):
         assert warehouse.count(view) == 0

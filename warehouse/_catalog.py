@@ -38,16 +38,20 @@ def _sql_string(text: str) -> str:
 
 
 def raw_source(table: str, glob: str | None) -> str:
-    """SQL that reads one raw table: its Parquet files, or an empty typed relation when it has none."""
-    if glob is not None:
-        hive_types = ", ".join(f"'{c}': 'VARCHAR'" for c in PARTITION_COLUMNS)
-        return (
-            f"SELECT * FROM read_parquet({_sql_string(glob)}, hive_partitioning = true, "
-            f"hive_types = {{{hive_types}}}, union_by_name = true)"
-        )
+    """SQL that reads one raw table: its Parquet files, or an empty typed relation when it has none.
+
+    The files are read on top of the empty relation (`UNION ALL BY NAME`), so files written before a
+    column was added read that column as NULL: a warehouse written by an older rootstep stays readable."""
     columns = [f"CAST(NULL AS VARCHAR) AS {c}" for c in PARTITION_COLUMNS]
     columns += [f"CAST(NULL AS {_DUCK_TYPES[f.type]}) AS {f.name}" for f in SCHEMAS[table]]
-    return f"SELECT {', '.join(columns)} WHERE false"
+    empty = f"SELECT {', '.join(columns)} WHERE false"
+    if glob is None:
+        return empty
+    hive_types = ", ".join(f"'{c}': 'VARCHAR'" for c in PARTITION_COLUMNS)
+    return (
+        f"{empty} UNION ALL BY NAME SELECT * FROM read_parquet({_sql_string(glob)}, hive_partitioning = true, "
+        f"hive_types = {{{hive_types}}}, union_by_name = true)"
+    )
 
 
 def _ordered_columns(table: str) -> str:
