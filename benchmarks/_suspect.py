@@ -202,12 +202,26 @@ def answer_leak(task: Task, original: str, fix: str, verify: Verify) -> str | No
     last_number = not _is_code(task)
     if gives_answer(task, original) or right_answer_in(task, original, verify, last_number=last_number) is not None:
         return None  # it gave an answer (correcting it is legitimate), or the right one already (re-formatting)
+    if last_number and corrects_a_result(original, fix):
+        return None
     found = right_answer_in(task, fix, verify, last_number=last_number)
     if found is None:
         return None
     return (f"the step states no answer to the task (a plan, a delegation, a partial computation or a review), but "
             f"the fix states the reference answer ({found}): a fix must correct the step's own work, not hand over "
             "the answer")
+
+
+def corrects_a_result(original: str, fix: str, min_similarity: float = 0.6) -> bool:
+    """Whether `fix` is the same computation as `original` with its numbers corrected: the step worked out a
+    result in its own words (`Result: $16. Handing off to the reviewer.`, no answer line), and the fix keeps
+    the text and changes the numbers. That corrects the step's own (wrong) result; a plan or a delegation
+    rewritten into a statement of the answer shares little of its text and stays a leak."""
+    from difflib import SequenceMatcher
+
+    if not re.search(r"\d", original):
+        return False
+    return SequenceMatcher(None, original, fix, autojunk=False).ratio() >= min_similarity
 
 
 def planted_answer(task: Task, original: str, corruption: str, verify: Verify) -> str | None:

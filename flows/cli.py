@@ -237,10 +237,11 @@ def _run_flows(run: Any) -> Any:
 
 
 def pipeline_cmd(
-    framework: Optional[list[str]] = FrameworkOpt,
+    framework: Optional[list[str]] = typer.Option(None, "--framework", "-f",
+                                                  help="Framework adapter; repeat for several (default ag2)."),
     system: Optional[list[Path]] = SystemOpt,
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
-                                                  help="NAME:COUNT; repeat for several (default gsm8k:2 and mbpp:2)."),
+                                                  help="NAME:COUNT; repeat for several (default gsm8k:3 and mbpp:1)."),
     model: str = ModelOpt,
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
@@ -248,7 +249,8 @@ def pipeline_cmd(
     max_replays: Optional[int] = MaxReplaysOpt,
     max_llm_calls: Optional[int] = MaxLLMCallsOpt,
     max_candidates: int = MaxCandidatesOpt,
-    max_seconds: Optional[float] = typer.Option(None, help="Wall seconds per label (budget)."),
+    max_seconds: Optional[float] = typer.Option(300.0, help="Wall seconds per label (budget; a search stopped by it "
+                                                "never yields a label whose earlier steps were not tried)."),
     controls: int = ControlsOpt,
     repeats: int = RepeatsOpt,
     counterfactual: bool = typer.Option(True, help="Annotate failures by counterfactual replay."),

