@@ -107,6 +107,21 @@ def _grow(chat: ChatLike) -> int | None:
     return chat.max_tokens  # type: ignore[attr-defined]
 
 
+REASK_TEMPERATURE = 0.7
+"""The temperature of a re-ask when the first answer was greedy: a greedy model asked again mostly writes the
+same rejected answer (seen with local/qwen2.5-coder-1.5b: the same already-tested fix of step 1, refused twice)."""
+
+
+def _sample_reasks(chat: ChatLike) -> None:
+    """Re-asks of a greedy chat (`temperature == 0`) are sampled at `REASK_TEMPERATURE`; the caller's
+    chat keeps it for the rest of this proposal's re-asks only when it has a settable `temperature`."""
+    if getattr(chat, "temperature", None) == 0:
+        try:
+            chat.temperature = REASK_TEMPERATURE  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+
+
 def ask_valid(
     chat: ChatLike,
     render_prompt: Callable[[str | None, str | None], str],
@@ -115,7 +130,25 @@ def ask_valid(
     log: list[Asked],
     prompt_name: str,
 ) -> tuple[T | None, str | None]:
-    """Ask until `validate` accepts the answer, at most `max_reasks` re-asks, each stating the problem.
+    """`_ask_valid`, with the chat's temperature given back afterwards (re-asks may sample: `_sample_reasks`)."""
+    temperature = getattr(chat, "temperature", None)
+    try:
+        return _ask_valid(chat, render_prompt, validate, meter, log, prompt_name)
+    finally:
+        if temperature is not None and getattr(chat, "temperature", None) != temperature:
+            chat.temperature = temperature  # type: ignore[attr-defined]
+
+
+def _ask_valid(
+    chat: ChatLike,
+    render_prompt: Callable[[str | None, str | None], str],
+    validate: Callable[[str], "tuple[T | None, str | None]"],
+    meter: Meter,
+    log: list[Asked],
+    prompt_name: str,
+) -> tuple[T | None, str | None]:
+    """Ask until `validate` accepts the answer, at most `max_reasks` re-asks, each stating the problem (and,
+    for a greedy chat, sampled at `REASK_TEMPERATURE`).
 
     `render_prompt(previous_answer, problem)` builds the prompt (both None the first time).
     `validate(answer)` returns `(value, None)` or `(None, problem)`. An answer cut at the token limit
@@ -151,6 +184,7 @@ def ask_valid(
         if problem is None:
             return value, None
         previous = answer
+        _sample_reasks(chat)
     return None, f"{prompt_name}: no valid answer after {meter.budget.max_reasks} re-ask(s); last problem: {problem}"
 
 

@@ -158,6 +158,14 @@ class _Limited:
         return self.chat.finish_reason
 
     @property
+    def temperature(self) -> float:
+        return self.chat.temperature
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        self.chat.temperature = value
+
+    @property
     def max_tokens(self) -> int:
         return self.chat.max_tokens
 

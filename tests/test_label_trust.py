@@ -450,3 +450,24 @@ def test_a_fix_may_be_only_new_tool_calls():
     empty, problem = parse_diagnosis(run, json.dumps({"mistake_step": 2, "mistake_agent": "checker", "reason": "r",
                                                       "suggested_fix": ""}))
     assert empty is None and "non-empty" in problem
+
+
+def test_a_greedy_analyzer_is_re_asked_with_sampling_and_given_its_temperature_back():
+    # local/qwen2.5-coder-1.5b at temperature 0, re-asked after "this exact fix of step 1 was already tested",
+    # wrote the same fix again (the main job's slice): a greedy re-ask repeats itself
+    class Greedy:
+        temperature = 0.0
+
+        def __init__(self) -> None:
+            self.seen: list[float] = []
+
+        def __call__(self, prompt: str) -> str:
+            self.seen.append(self.temperature)
+            return "same" if len(self.seen) < 3 else "new"
+
+    chat, log = Greedy(), []
+    value, why = ask_valid(chat, lambda prev, problem: f"prompt {problem}",
+                           lambda a: (a, None) if a == "new" else (None, "already tested"),
+                           Meter(Budget(max_reasks=2)), log, "analyzer.j2")
+    assert (value, why) == ("new", None) and chat.seen == [0.0, 0.7, 0.7]
+    assert chat.temperature == 0.0 and [a.problem for a in log] == ["already tested", "already tested", None]
