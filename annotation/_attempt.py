@@ -12,7 +12,8 @@ import difflib
 import json
 import re
 import time
-from typing import Any, Callable, Protocol, Sequence, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -112,6 +113,17 @@ REASK_TEMPERATURE = 0.7
 same rejected answer (seen with local/qwen2.5-coder-1.5b: the same already-tested fix of step 1, refused twice)."""
 
 
+@contextmanager
+def _temperature_given_back(chat: ChatLike) -> Iterator[None]:
+    """The chat's temperature as it was before the block (its re-asks may have sampled: `_sample_reasks`)."""
+    temperature = getattr(chat, "temperature", None)
+    try:
+        yield
+    finally:
+        if temperature is not None and getattr(chat, "temperature", None) != temperature:
+            chat.temperature = temperature  # type: ignore[attr-defined]
+
+
 def _sample_reasks(chat: ChatLike) -> None:
     """Re-asks of a greedy chat (`temperature == 0`) are sampled at `REASK_TEMPERATURE`; the caller's
     chat keeps it for the rest of this proposal's re-asks only when it has a settable `temperature`."""
@@ -130,23 +142,6 @@ def ask_valid(
     log: list[Asked],
     prompt_name: str,
 ) -> tuple[T | None, str | None]:
-    """`_ask_valid`, with the chat's temperature given back afterwards (re-asks may sample: `_sample_reasks`)."""
-    temperature = getattr(chat, "temperature", None)
-    try:
-        return _ask_valid(chat, render_prompt, validate, meter, log, prompt_name)
-    finally:
-        if temperature is not None and getattr(chat, "temperature", None) != temperature:
-            chat.temperature = temperature  # type: ignore[attr-defined]
-
-
-def _ask_valid(
-    chat: ChatLike,
-    render_prompt: Callable[[str | None, str | None], str],
-    validate: Callable[[str], "tuple[T | None, str | None]"],
-    meter: Meter,
-    log: list[Asked],
-    prompt_name: str,
-) -> tuple[T | None, str | None]:
     """Ask until `validate` accepts the answer, at most `max_reasks` re-asks, each stating the problem (and,
     for a greedy chat, sampled at `REASK_TEMPERATURE`).
 
@@ -157,35 +152,36 @@ def _ask_valid(
     `max_reasks`). Returns `(value, None)`, or `(None, why)` when the answers stayed invalid, the call
     failed, or the budget ran out.
     """
-    previous: str | None = None
-    problem: str | None = None
-    reasks = 0
-    while reasks <= meter.budget.max_reasks:
-        stop = meter.cannot_ask()
-        if stop:
-            return None, stop
-        try:
-            answer = call_llm(chat, render_prompt(previous, problem), meter)
-        except Exception as exc:  # a provider failure ends this proposal, not the search
-            log.append(Asked(prompt_name=prompt_name, answer="", problem=f"call failed: {type(exc).__name__}: {exc}"))
-            return None, f"{prompt_name}: call failed: {type(exc).__name__}: {str(exc)[:300]}"
-        if _cut(chat):
-            limit = getattr(chat, "max_tokens", "?")
-            grown = _grow(chat)
-            cut = f"cut at max_tokens={limit} (finish_reason=length)"
-            log.append(Asked(prompt_name=prompt_name, answer=answer,
-                             problem=cut + (f"; asked again with max_tokens={grown}" if grown else "")))
-            if grown is None:
-                return None, f"{prompt_name}: the answer was {cut} and cannot be given more room"
-            continue
-        reasks += 1
-        value, problem = validate(answer)
-        log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem))
-        if problem is None:
-            return value, None
-        previous = answer
-        _sample_reasks(chat)
-    return None, f"{prompt_name}: no valid answer after {meter.budget.max_reasks} re-ask(s); last problem: {problem}"
+    with _temperature_given_back(chat):
+        previous: str | None = None
+        problem: str | None = None
+        reasks = 0
+        while reasks <= meter.budget.max_reasks:
+            stop = meter.cannot_ask()
+            if stop:
+                return None, stop
+            try:
+                answer = call_llm(chat, render_prompt(previous, problem), meter)
+            except Exception as exc:  # a provider failure ends this proposal, not the search
+                log.append(Asked(prompt_name=prompt_name, answer="", problem=f"call failed: {type(exc).__name__}: {exc}"))
+                return None, f"{prompt_name}: call failed: {type(exc).__name__}: {str(exc)[:300]}"
+            if _cut(chat):
+                limit = getattr(chat, "max_tokens", "?")
+                grown = _grow(chat)
+                cut = f"cut at max_tokens={limit} (finish_reason=length)"
+                log.append(Asked(prompt_name=prompt_name, answer=answer,
+                                 problem=cut + (f"; asked again with max_tokens={grown}" if grown else "")))
+                if grown is None:
+                    return None, f"{prompt_name}: the answer was {cut} and cannot be given more room"
+                continue
+            reasks += 1
+            value, problem = validate(answer)
+            log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem))
+            if problem is None:
+                return value, None
+            previous = answer
+            _sample_reasks(chat)
+        return None, f"{prompt_name}: no valid answer after {meter.budget.max_reasks} re-ask(s); last problem: {problem}"
 
 
 def json_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
