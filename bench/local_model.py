@@ -48,13 +48,11 @@ def task_text() -> str:
 
 
 def engines(name: str) -> tuple[Any, Any]:
-    from rootstep.gateway._local_model import Engine, engine, gguf_path
-    from rootstep.gateway._local_weights import local_model
+    from rootstep.gateway._local_model import Engine, engine, engine_threads, gguf_path
 
     reuse = engine(name)  # exactly what the gateway uses
-    spec = local_model(name)
-    threads = int(os.environ.get("ROOTSTEP_LOCAL_THREADS", str(os.cpu_count() or 2)))
-    plain = Engine(spec, gguf_path(name), n_ctx=reuse.n_ctx, threads=threads, slots=1, prompt_cache=False)
+    plain = Engine(reuse.spec, gguf_path(name), n_ctx=reuse.n_ctx, threads=engine_threads(), slots=1,
+                   prompt_cache=False)
     return reuse, plain
 
 

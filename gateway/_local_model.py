@@ -143,6 +143,11 @@ def _int_env(name: str, default: int) -> int:
         raise CustomLLMError(status_code=500, message=f"${name}={value!r}: not an integer") from None
 
 
+def engine_threads() -> int:
+    """Threads of an engine: `ROOTSTEP_LOCAL_THREADS`, else every core (see `engine`)."""
+    return _int_env("ROOTSTEP_LOCAL_THREADS", os.cpu_count() or 2)
+
+
 def engine(name: str) -> Engine:
     """The process's engine for local model `name` (loaded once, on first use)."""
     with _ENGINES_LOCK:
@@ -156,7 +161,7 @@ def engine(name: str) -> Engine:
             # 13.6 with one, and processed prompts 1.9x faster (bench/local_model.py). llama.cpp's workers
             # spin, so on a machine busy with other work set ROOTSTEP_LOCAL_THREADS=1 (measured up to 8x
             # faster there than two threads fighting the other load).
-            threads = _int_env("ROOTSTEP_LOCAL_THREADS", os.cpu_count() or 2)
+            threads = engine_threads()
             n_ctx = min(spec.context, _int_env("ROOTSTEP_LOCAL_CTX", spec.context))
             _ENGINES[name] = Engine(spec, gguf_path(name), n_ctx=n_ctx, threads=threads,
                                     slots=_int_env("ROOTSTEP_LOCAL_SLOTS", 4),

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from rootstep.warehouse import RootstepError, Trajectory, Warehouse
 from rootstep.warehouse.whowhen import load_file
 
-from ._methods import NO_PROVIDER, Attribution, TracerError, run_tracer
+from ._methods import NO_PROVIDER, Attribution, TracerError, default_model, run_tracer
 
 
 def load_trace(source: str, warehouse: Callable[[], Warehouse]) -> tuple[str | None, Trajectory]:
@@ -43,12 +43,10 @@ def attribute(
     compares with `counterpart` (a file or run id) or a successful run of the task in the warehouse.
     Raises `TracerError` (or `InputError` for a bad file) when the method cannot attribute the trace.
     """
-    from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
-
     run_id, trajectory = load_trace(source, warehouse)
     kwargs: dict[str, Any] = {"with_ground_truth": with_ground_truth, "run_id": run_id, **options}
     if model is not None or method not in NO_PROVIDER:
-        kwargs["model"] = model or (DEFAULT_SCORER_MODEL if method == "confidence" else DEFAULT_MODEL)
+        kwargs["model"] = model or default_model(method)
     if counterpart is not None:
         kwargs["counterpart"] = load_trace(counterpart, warehouse)[1]
     needs_warehouse = run_id is not None or (method == "learned" and not (model and Path(model).is_dir())) or (

@@ -116,6 +116,14 @@ NO_PROVIDER = ("divergence", "confidence", "learned")
 """Methods that call no LLM provider (confidence may run the local llama.cpp model)."""
 
 
+def default_model(method: str) -> str:
+    """The model `method` uses when none is named: the confidence method scores tokens under its own local
+    scorer (a SentencePiece vocabulary); every other method asks the default LLM."""
+    from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
+
+    return DEFAULT_SCORER_MODEL if method == "confidence" else DEFAULT_MODEL
+
+
 def refusal(trajectory: Trajectory) -> str | None:
     """Why a trace must not be attributed at all: an imported trace recorded with content capture off."""
     if trajectory.metadata.get("content_captured") is False:

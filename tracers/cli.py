@@ -116,9 +116,10 @@ def evaluate_cmd(
     from rootstep.options import console, fail, open_warehouse
 
     from ._evaluate import evaluate
+    from ._methods import default_model
 
     wh = open_warehouse(warehouse)
-    model = model or (DEFAULT_SCORER_MODEL if method.value == "confidence" else DEFAULT_MODEL)
+    model = model or default_model(method.value)
     keys = tuple(k.strip() for k in by.split(",") if k.strip())
     if not keys or any(k not in ("benchmark", "framework") for k in keys):
         fail(f"--by: {by!r} must name benchmark and/or framework")
