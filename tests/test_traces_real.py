@@ -274,6 +274,19 @@ def test_a_truncated_file_says_it_ends_early_and_where(tmp_path: Path):
     assert "jsonl" not in str(caught.value)
 
 
+def test_a_file_cut_inside_a_string_says_it_ends_early_where_it_ends(tmp_path: Path):
+    """Cut in the middle of a string value, the decoder names where the string starts ("Unterminated
+    string"); the file still ends early, at its last byte."""
+    text = (REAL / "langgraph_supervisor.phoenix_spans.json").read_text()
+    end = text.index('"', 3000) + 5  # inside a string
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[:end])
+    with pytest.raises(InputError) as caught:
+        load_traces(cut)
+    assert caught.value.field == "<json>" and "ends early" in caught.value.problem
+    assert f"line {text[:end].count(chr(10)) + 1}," in caught.value.problem and f"(byte {end} of {end})" in caught.value.problem
+
+
 def test_json_lines_whose_last_line_ends_early_say_so(tmp_path: Path):
     """A Collector's file exporter killed mid-write: one request per line, the last one cut."""
     line = json.dumps(json.loads((REAL / "agent_framework.genai.otlp.json").read_text()))

@@ -50,16 +50,24 @@ def read_json(path: Path) -> Any:
                 try:
                     records.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    if number == lines[-1][0] and exc.pos >= len(line.rstrip()) - 1:
+                    if number == lines[-1][0] and (exc.pos >= len(line.rstrip()) - 1 or _runs_to_the_end(exc)):
                         raise InputError(file, f"<jsonl line {number}>", f"the last line ends early (truncated at column "
                                                                         f"{len(line.rstrip())}): {exc.msg}") from None
                     raise InputError(file, f"<jsonl line {number}>", f"malformed JSON: {exc.msg} at column {exc.colno}") from None
             return records
-        if whole.pos >= len(text.rstrip()):
-            raise InputError(file, "<json>", f"the file ends early (truncated?): the JSON stops at line {whole.lineno}, "
-                                             f"column {whole.colno} (byte {whole.pos} of {len(text.encode())}) "
+        if whole.pos >= len(text.rstrip()) or _runs_to_the_end(whole):
+            end = whole.pos if whole.pos >= len(text.rstrip()) else len(text)  # a cut string: the text's end
+            line, column = text.count("\n", 0, end) + 1, end - (text.rfind("\n", 0, end) + 1) + 1
+            raise InputError(file, "<json>", f"the file ends early (truncated?): the JSON stops at line {line}, "
+                                             f"column {column} (byte {len(text[:end].encode())} of {len(text.encode())}) "
                                              f"with {_open_brackets(text)} still open") from None
         raise InputError(file, "<json>", f"malformed JSON: {whole.msg} at line {whole.lineno}, column {whole.colno}") from None
+
+
+def _runs_to_the_end(error: json.JSONDecodeError) -> bool:
+    """A string that the decoder found open at the end of the text (a file cut inside a string): the error
+    names where the string starts, but the text ends early."""
+    return error.msg.startswith("Unterminated string")
 
 
 def _whole_value(line: str) -> bool:
