@@ -53,6 +53,9 @@ class Limits(BaseModel):
     """Concurrent Docker containers (the sandbox pool)."""
     episode_seconds: float = Field(default=600.0, gt=0)
     """Wall clock of one framework episode in its sandbox (`Adapter.timeout_s`): raise it for slow models."""
+    llm_seconds: float = Field(default=600.0, gt=0)
+    """Wall clock of one analyzer / perturber call (`Chat.timeout`): raise it for slow or hand-answered models
+    (a call cut by it fails, and the client's retry asks the same question again)."""
 
 
 _SESSIONS: dict[str, "Session"] = {}

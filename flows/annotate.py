@@ -182,11 +182,13 @@ def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Traj
     """The analyzer / perturber for one search: `max_tokens` sized to the steps it may rewrite
     (`rewrite_budget`, at least `max_tokens` when given); a cut answer is re-asked with more room.
     Every analyzer and perturber prompt asks for one JSON object: an offline model is held to it by
-    llama.cpp's JSON grammar (`response_format`), which a 1.5B model otherwise breaks now and then."""
+    llama.cpp's JSON grammar (`response_format`), which a 1.5B model otherwise breaks now and then.
+    Each call may take `Limits.llm_seconds`."""
     from rootstep.tracers import Chat
 
     extra = {"response_format": {"type": "json_object"}} if model.startswith("local/") else {}
-    return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024), extra=extra), session)
+    return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024),
+                         timeout=session.limits.llm_seconds, extra=extra), session)
 
 
 def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None) -> list[LLMCall] | None:

@@ -67,6 +67,9 @@ InjectModeOpt = typer.Option(InjectMode.auto, "--inject-mode",
                              help="Fault injection: auto (team-aware, then persistent), team_aware, persistent, one_shot.")
 EpisodeSecondsOpt = typer.Option(600.0, "--episode-seconds", min=1,
                                  help="Wall clock of one framework episode (raise it for slow or hand-answered models).")
+LLMSecondsOpt = typer.Option(600.0, "--llm-seconds", min=1,
+                             help="Wall clock of one analyzer/perturber call (raise it for slow or hand-answered "
+                                  "models: a cut call is asked again).")
 MaxTokensOpt = typer.Option(None, "--max-tokens", min=16,
                             help="Least room per analyzer/perturber answer (default: sized to each run's longest step; "
                                  "a cut answer is re-asked with more).")
@@ -199,10 +202,10 @@ MaxCandidatesOpt = typer.Option(3, "--max-candidates", min=1,
                                      "over the run's agents and steps, the answer step last).")
 
 
-def _limits(per_model: int, sandboxes: int, episode_seconds: float = 600.0) -> Any:
+def _limits(per_model: int, sandboxes: int, episode_seconds: float = 600.0, llm_seconds: float = 600.0) -> Any:
     from rootstep.flows._session import Limits
 
-    return Limits(per_model=per_model, sandboxes=sandboxes, episode_seconds=episode_seconds)
+    return Limits(per_model=per_model, sandboxes=sandboxes, episode_seconds=episode_seconds, llm_seconds=llm_seconds)
 
 
 def _runner(kind: RunnerKind, dask_address: Optional[str], ray_address: Optional[str], workers: int,
@@ -261,6 +264,7 @@ def pipeline_cmd(
     inject_mode: InjectMode = InjectModeOpt,
     max_tokens: Optional[int] = MaxTokensOpt,
     episode_seconds: float = EpisodeSecondsOpt,
+    llm_seconds: float = LLMSecondsOpt,
     warehouse: Optional[str] = WarehouseOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of the table."),
     runner: RunnerKind = RunnerOpt,
@@ -280,7 +284,7 @@ def pipeline_cmd(
     report = _run_flows(lambda: pipeline(
         frameworks=framework, benchmarks=benchmarks, model=model, analyzer_model=analyzer_model,
         perturber_model=perturber_model, seed=seed, budget=budget, counterfactual=counterfactual, inject=inject,
-        warehouse=warehouse, limits=_limits(per_model, sandboxes, episode_seconds), runner=where,
+        warehouse=warehouse, limits=_limits(per_model, sandboxes, episode_seconds, llm_seconds), runner=where,
         include_suspect=include_suspect, causality=_causality(controls, repeats),
         inject_mode=inject_mode.value, max_tokens=max_tokens))
     if as_json:
@@ -349,6 +353,7 @@ def annotate_cmd(
     inject_mode: InjectMode = InjectModeOpt,
     max_tokens: Optional[int] = MaxTokensOpt,
     episode_seconds: float = EpisodeSecondsOpt,
+    llm_seconds: float = LLMSecondsOpt,
     warehouse: Optional[str] = WarehouseOpt,
     runner: RunnerKind = RunnerOpt,
     dask_address: Optional[str] = DaskAddressOpt,
@@ -367,7 +372,7 @@ def annotate_cmd(
     run_ids = _recorded_runs(run_id, warehouse) if run_id else None
     budget = _budget(max_replays, max_llm_calls, max_seconds, max_candidates)
     where = _runner(runner, dask_address, ray_address, workers, worker_setup)
-    limits = _limits(2, 2, episode_seconds)
+    limits = _limits(2, 2, episode_seconds, llm_seconds)
     runs = []
 
     def both() -> None:

@@ -34,12 +34,15 @@ class Chat:
     """One model, called with a single user prompt at a time; `usage` adds up every call.
 
     `api_base` routes the calls through a rootstep gateway (or any OpenAI-compatible endpoint).
+    `timeout`: seconds one call may take before it fails (None: litellm's own limit, 600 s unless
+    `REQUEST_TIMEOUT` is set); raise it for a model that answers slowly, such as one answered by hand.
     """
 
     model: str
     api_base: str | None = None
     temperature: float = 0.0
     max_tokens: int = 512
+    timeout: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
@@ -55,6 +58,8 @@ class Chat:
         kwargs: dict[str, Any] = dict(self.extra)
         if self.api_base:
             kwargs["api_base"] = self.api_base
+        if self.timeout is not None:
+            kwargs["timeout"] = self.timeout
         response = litellm.completion(
             model=self.model,
             messages=[{"role": "user", "content": prompt}],
