@@ -23,7 +23,7 @@ from typing import Any
 from rootstep.adapters._images import METAGPT_IMAGE
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
-from rootstep.warehouse import Task
+from rootstep.warehouse import Step, Task
 
 
 class MetaGPTAdapter(Adapter):
@@ -37,6 +37,13 @@ class MetaGPTAdapter(Adapter):
     task_kinds = ("coding", "math")
     driver = "metagpt_driver.py"
     image = METAGPT_IMAGE
+
+    def final_answer(self, task: Task, steps: list[Step], driver_answer: str | None) -> str | None:
+        """The coder's last message; on a math task its program's output, which the runner prints after the
+        tester's turn (it runs the code with the tests: `program_answer(runs_with=("tester",))`)."""
+        from rootstep.benchmarks import program_answer
+
+        return program_answer(task, driver_answer, steps, runs_with=("tester",))
 
     def episode_config(self, task: Task) -> dict[str, Any]:
         # the templates keep {task}/{code}/{review}/{result} for the driver to fill in

@@ -24,7 +24,7 @@ answer form (a number, a math expression, a short span, a code block), the exact
 from __future__ import annotations
 
 import re
-from typing import Literal, Sequence
+from typing import Collection, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -162,7 +162,8 @@ def without_code(text: str) -> str:
     return _CODE_BLOCK.sub("\n", text)
 
 
-def program_answer(task: Task, final_answer: str | None, steps: Sequence[Step]) -> str | None:
+def program_answer(task: Task, final_answer: str | None, steps: Sequence[Step],
+                   runs_with: Collection[str] = ()) -> str | None:
     """A code-writing team's answer to a math or QA task: what its program printed when the framework ran
     it, never a number lifted from the code's text.
 
@@ -170,18 +171,30 @@ def program_answer(task: Task, final_answer: str | None, steps: Sequence[Step]) 
     phrase in its prose), the output of the first tool step after the step that gave it (the runner, the
     executor: its content or observation, a leading `exit code N` line dropped) is appended as
     `Program output:`; the verifiers read the answer there. Coding tasks, answers without code and answers
-    that state their answer are returned as they are."""
+    that state their answer are returned as they are.
+
+    The step that gave the answer is the last one whose whole text it is, else the last one holding it (a
+    reviewer that quotes the code back does not give it). `runs_with`: agents whose steps may come between
+    that step and the run of its program because their work runs with it (MetaGPT's tester writes the tests
+    its runner runs after the code); any other agent step in between ends the search (its program, not the
+    answer's, may be the one that ran)."""
     text = final_answer or ""
     if task.kind == "coding" or not _CODE_BLOCK.search(text):
         return final_answer
     if any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(without_code(text))):
         return final_answer
     stripped = text.strip()
-    gave = next((s for s in reversed(steps) if s.kind == "agent" and stripped and stripped in s.content.strip()), None)
+    if not stripped:
+        return final_answer
+    agent_steps = [s for s in reversed(steps) if s.kind == "agent"]
+    gave = (next((s for s in agent_steps if s.content.strip() == stripped), None)
+            or next((s for s in agent_steps if stripped in s.content.strip()), None))
     if gave is None:
         return final_answer
     for step in steps[gave.index + 1:]:
         if step.kind == "agent":
+            if step.agent in runs_with:
+                continue
             break
         if step.kind in ("tool", "environment"):
             output = _EXIT_LINE.sub("", (step.observation or step.content or "").strip(), count=1).strip()

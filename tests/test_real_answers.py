@@ -1,0 +1,52 @@
+"""Answer contracts under real model output, from runs recorded on the local model (issue 23's slice).
+
+Each fixture in tests/fixtures/real_runs is a collected run's task, steps and the driver's final answer,
+copied from the warehouse of `rootstep collect -m local/qwen2.5-coder-0.5b`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rootstep.adapters import get_adapter
+from rootstep.benchmarks import program_answer, verify
+from rootstep.warehouse import Step, Task
+
+REAL = Path(__file__).parent / "fixtures" / "real_runs"
+
+
+def _recorded(name: str) -> tuple[Task, list[Step], str]:
+    data = json.loads((REAL / f"{name}.json").read_text())
+    return Task.model_validate(data["task"]), [Step.model_validate(s) for s in data["steps"]], data["final_answer"]
+
+
+def test_metagpts_answer_on_a_math_task_is_what_the_runner_printed_after_the_testers_turn():
+    """MetaGPT on GSM8K test-1101 (Ahito ran 16 miles): the coder's code printed `Answer:  16.0` in the runner's
+    step, which comes after the tester's (the runner runs the code with the tests, here a wrong `assert ... == 24`),
+    and the reviewer's last message quotes the same code. The verdict read `no number in the answer`: the
+    search for the program's output took the reviewer's quote as the step that gave the answer, and stopped
+    at the tester's step."""
+    task, steps, final = _recorded("metagpt_gsm8k_test-1101")
+    assert verify(task, final).details["reason"] == "no number in the answer"  # the code's text alone
+    answer = get_adapter("metagpt").final_answer(task, steps, final)
+    assert answer.startswith(final) and "Program output:\nAnswer:  16.0" in answer
+    verdict = verify(task, answer)
+    assert verdict.success and verdict.details["method"] == "answer_line"
+
+
+def test_a_wrong_program_is_a_wrong_number_not_no_answer():
+    """MetaGPT on GSM8K test-120 (240 sheets a month): the code printed 60 (a week's sheets)."""
+    task, steps, final = _recorded("metagpt_gsm8k_test-120")
+    verdict = verify(task, get_adapter("metagpt").final_answer(task, steps, final))
+    assert verdict.success is False and verdict.details["extracted_value"] == "60"
+
+
+def test_without_runs_with_an_agent_between_the_code_and_its_run_ends_the_search():
+    """Another framework's agent speaking between the code and the run may have changed the program that
+    ran (AG2's executor runs the last message's code): its output is not the answer's."""
+    task, steps, final = _recorded("metagpt_gsm8k_test-1101")
+    assert program_answer(task, final, steps) == final
+    # the step that gave the answer is the coder's own (its whole text), not the reviewer's quote of it
+    quoted_last = steps[:16] + [steps[16].model_copy(update={"content": "Looks fine:\n" + final})]
+    answer = program_answer(task, final, quoted_last, runs_with=("tester",))
+    assert "Program output:\nAnswer:  16.0\n" in answer and verify(task, answer).success
