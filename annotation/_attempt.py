@@ -290,38 +290,6 @@ def try_intervention(
     return row, result, verdict if decided else None
 
 
-def trajectory_vars(trajectory: Trajectory, max_prompt_chars: int) -> dict[str, Any]:
-    """Template variables for a run: steps (contents shortened evenly to fit) with kind, tool calls and
-    observation, and the agents."""
-    steps = trajectory.steps
-    total = sum(len(s.content) + len(s.observation or "") for s in steps)
-    limit = max(max_prompt_chars // max(len(steps), 1), 200) if total > max_prompt_chars else None
-
-    def cut(text: str | None) -> str | None:
-        if text is None or limit is None or len(text) <= limit:
-            return text
-        head = limit * 2 // 3
-        tail = limit - head
-        return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:]}"
-
-    return {
-        "steps": [
-            {
-                "index": s.index,
-                "agent": s.agent,
-                "kind": s.kind,
-                "content": cut(s.content),
-                "tool_calls": [json.dumps(t, sort_keys=True, default=str)[:500] for t in s.tool_calls],
-                # the model's own tool calls (OpenAI form), which a replacement must restate to change
-                "calls_tools": any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in s.tool_calls),
-                "observation": cut(s.observation),
-            }
-            for s in steps
-        ],
-        "agents": trajectory.agents,
-    }
-
-
 def verdict_feedback(verdict: Verdict | None, max_chars: int = 3000) -> str:
     """Omega's verdict as the analyzer reads it: score and details (test output, expected vs got)."""
     if verdict is None:

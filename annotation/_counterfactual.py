@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.benchmarks import Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
-from rootstep.prompts import render
+from rootstep.prompts import render, render_steps
 from rootstep.tracers import match_agent
 from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
 
@@ -46,7 +46,6 @@ from ._attempt import (
     json_object,
     model_name,
     same_text,
-    trajectory_vars,
     try_intervention,
     verdict_feedback,
 )
@@ -285,7 +284,8 @@ class _Search:
             "question": context.question or trajectory.question,
             "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
             "feedback": feedback,
-            **trajectory_vars(trajectory, max_prompt_chars),
+            "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars)[0],
+            "agents": trajectory.agents,
         }
         self.attempts: list[Attempt] = []
         self.declined: list[Diagnosis] = []
@@ -615,7 +615,7 @@ def find_decisive_step(
         replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayCost)`.
             Prefix replay from the recording is what makes late interventions cheap.
         budget: limits of this search (`Budget()` by default).
-        max_prompt_chars: step contents are shortened evenly beyond this.
+        max_prompt_chars: the run's step texts are cut, longest first, to fit (`rootstep.prompts.render_steps`).
         verify: Omega as `(Task, answer) -> Verdict` (the flows pass the session's verifier): with the task
             (`task_context.task`, or the run's own), a fix that only re-states the step's answer verifies
             nothing, and an analyzer's "no agent error" is checked against the step it names.

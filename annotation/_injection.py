@@ -35,12 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.benchmarks import final_answer_span
 from rootstep.benchmarks import Verify, code_key, gives_answer, is_suspect, planted_answer
-from rootstep.prompts import render
+from rootstep.prompts import render, render_steps
 from rootstep.warehouse import Annotation, Cost, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
-    json_object, model_name, same_text, trajectory_vars, try_intervention,
+    json_object, model_name, same_text, try_intervention,
 )
 from ._budget import Budget, Meter
 from ._counterfactual import TaskContext
@@ -312,7 +312,8 @@ class _Injection:
         self.flipped: tuple[InjectionAttempt, Trajectory] | None = None
         self.base = {"question": context.question or trajectory.question,
                      "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
-                     **trajectory_vars(trajectory, max_prompt_chars)}
+                     "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars)[0],
+                     "agents": trajectory.agents}
 
     def tried(self) -> set[tuple[int, str]]:
         return {(a.corruption.step, " ".join(a.corruption.content.split())) for a in self.attempts}

@@ -262,7 +262,7 @@ def test_a_provider_refusal_is_recorded_for_that_run_and_the_evaluation_goes_on(
 
 
 def test_step_contents_are_cut_longest_first_to_fit_the_budget():
-    from rootstep.tracers._methods import MIN_STEP_CHARS, render_steps, step_cap
+    from rootstep.prompts import MIN_STEP_CHARS, render_steps, step_cap
 
     assert step_cap([10, 20, 1000], 330) == 300  # the short steps stay whole, the long one takes what is left
     assert step_cap([500, 500], 400) == 200

@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from rootstep.prompts import render
+from rootstep.prompts import render, render_steps
 from rootstep.warehouse import RootstepError, Trajectory
 from rootstep.warehouse.whowhen import parse_record
 
@@ -71,44 +71,6 @@ def as_trajectory(trace: Trajectory | dict[str, Any]) -> Trajectory:
     if isinstance(trace, Trajectory):
         return trace
     return parse_record(trace, "<trace>")[0]
-
-
-def _shorten(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = max(limit * 2 // 3, 1)
-    tail = max(limit - head, 0)
-    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:] if tail else ''}"
-
-
-MIN_STEP_CHARS = 40
-
-
-def step_cap(lengths: list[int], budget: int) -> int:
-    """The largest cap c (at least `MIN_STEP_CHARS`) with sum(min(length, c)) <= budget."""
-    remaining, left = budget, len(lengths)
-    for length in sorted(lengths):
-        if length * left > remaining:  # every step from here on is cut to the same cap
-            return max(remaining // left, MIN_STEP_CHARS)
-        remaining -= length
-        left -= 1
-    return max(max(lengths, default=0), MIN_STEP_CHARS)
-
-
-def render_steps(trajectory: Trajectory, first: int, last: int, max_prompt_chars: int) -> tuple[list[dict[str, Any]], bool]:
-    """Steps first..last as template variables, the longest shortened first so all fit in `max_prompt_chars`.
-
-    Every step is cut to the same cap, the largest cap whose total fits (short steps stay whole and
-    leave their share to the long ones); a step keeps at least `MIN_STEP_CHARS` whatever the budget.
-    """
-    steps = trajectory.steps[first : last + 1]
-    total = sum(len(s.content) for s in steps)
-    limit = step_cap([len(s.content) for s in steps], max_prompt_chars) if total > max_prompt_chars else None
-    rendered = [
-        {"index": s.index, "agent": s.agent, "kind": s.kind, "content": _shorten(s.content, limit) if limit else s.content}
-        for s in steps
-    ]
-    return rendered, limit is not None and any(len(s.content) > limit for s in steps)
 
 
 TRACERS: dict[str, Callable[..., Attribution]] = {}
