@@ -2,7 +2,7 @@
 
 A `Budget` bounds the work spent on ONE run (one counterfactual search or one injection): replays
 tried, LLM calls of the analyzer or perturber (re-asks included), live calls made by replays, and wall
-time. A `Meter` counts what was spent and becomes the label's `Cost`.
+time. A `Meter` adds up what was spent (`Usage`, the one cost type) and becomes the label's cost.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.warehouse import Cost
+from rootstep.warehouse import Usage
 
 
 class Budget(BaseModel):
@@ -54,18 +54,29 @@ class Meter:
     """What a search has spent so far, against its budget."""
 
     budget: Budget
-    llm_calls: int = 0
-    llm_tokens: int = 0
-    llm_usd: float = 0.0
-    replays: int = 0
+    asked: Usage = field(default_factory=Usage)
+    """The analyzer's / perturber's calls (re-asks included)."""
+    replayed: Usage = field(default_factory=Usage)
+    """The re-simulations: their live calls (`llm_calls`), recorded calls, tokens, USD, and `replays`."""
     control_replays: int = 0
     """Control replays (the step unchanged): the proof of a flip, not a search move; not held against
     `max_replays`, but counted in the label's cost."""
-    live_calls: int = 0
-    replayed_calls: int = 0
-    replay_tokens: int = 0
-    replay_usd: float = 0.0
     started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def llm_calls(self) -> int:
+        """Analyzer / perturber calls (held against `max_llm_calls`)."""
+        return self.asked.llm_calls
+
+    @property
+    def live_calls(self) -> int:
+        """Live calls made by replays (held against `max_live_calls`)."""
+        return self.replayed.llm_calls
+
+    @property
+    def replays(self) -> int:
+        """Replays tried, controls apart (held against `max_replays`)."""
+        return self.replayed.replays - self.control_replays
 
     @property
     def seconds(self) -> float:
@@ -91,12 +102,7 @@ class Meter:
             return f"replay budget of {self.budget.max_replays} spent"
         return self._common()
 
-    def cost(self) -> Cost:
-        """The label's cost: LLM calls = analyzer/perturber calls + replays' live calls."""
-        return Cost(
-            llm_calls=self.llm_calls + self.live_calls,
-            tokens=self.llm_tokens + self.replay_tokens,
-            usd=round(self.llm_usd + self.replay_usd, 10),
-            seconds=round(self.seconds, 6),
-            replays=self.replays + self.control_replays,
-        )
+    def cost(self) -> Usage:
+        """The label's cost: LLM calls = analyzer/perturber calls + replays' live calls; the wall time so far."""
+        spent = self.asked + self.replayed
+        return spent.model_copy(update={"seconds": self.seconds}).rounded()

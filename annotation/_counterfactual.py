@@ -513,7 +513,7 @@ class _Search:
             "declined_steps": [d.step for d in self.declined],
             "analyzer_calls": self.meter.llm_calls,
             "live_calls": self.meter.live_calls,
-            "replayed_calls": self.meter.replayed_calls,
+            "replayed_calls": self.meter.replayed.replayed_calls,
             "control_replays": self.meter.control_replays,
             "controls": self.controls,
             "repeats": self.repeats,
@@ -612,7 +612,7 @@ def find_decisive_step(
         verdict: Omega's verdict on the run; its details are the analyzer's environment feedback.
         task_context: task text, ground truth and extra feedback; defaults to the trajectory's own.
         analyzer: the analyzer LLM (`tracers.Chat` or any `prompt -> text` callable).
-        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayCost)`.
+        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayOutcome)`.
             Prefix replay from the recording is what makes late interventions cheap.
         budget: limits of this search (`Budget()` by default).
         max_prompt_chars: the run's step texts are cut, longest first, to fit (`rootstep.prompts.render_steps`).

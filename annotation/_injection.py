@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rootstep.benchmarks import final_answer_span
 from rootstep.benchmarks import Verify, code_key, gives_answer, is_suspect, planted_answer
 from rootstep.prompts import render, render_steps
-from rootstep.warehouse import Annotation, Cost, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
+from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Usage, Verdict
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
@@ -118,7 +118,7 @@ class InjectionResult(BaseModel):
     points: list[int] = Field(default_factory=list)
     """The injection points tried in order (team-aware modes)."""
     notes: list[str] = Field(default_factory=list)
-    cost: Cost = Field(default_factory=Cost)
+    cost: Usage = Field(default_factory=Usage)
 
     @property
     def flipped(self) -> bool:
@@ -510,7 +510,7 @@ def inject_fault(
     Args:
         trajectory: a successful run.
         perturber: the perturber LLM; None uses programmatic perturbations only.
-        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayCost)`.
+        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayOutcome)`.
         budget: `max_candidates` perturber proposals (one-shot) or injection points (the other modes),
             then programmatic ones while replays remain.
         programmatic: also try the programmatic perturbations (after the perturber's).

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
 
-from rootstep.warehouse import LLMCall
+from rootstep.warehouse import LLMCall, Usage
 
 from ._cache import ResponseCache, cacheable
 from ._chunks import to_chunks
@@ -58,6 +58,11 @@ class RunStats:
     """Calls refused because no declared agent matched them (`Gateway.agent_for`)."""
     unattributed_reason: str | None = None
     """Why the first of them was refused."""
+
+    @property
+    def usage(self) -> Usage:
+        """The run's calls as a cost: live calls (paid) and calls served from the recording (free)."""
+        return Usage(llm_calls=self.live, replayed_calls=self.replayed)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -203,7 +203,7 @@ def test_evaluate_attributes_imported_traces_and_refuses_the_one_without_content
 def test_a_tracer_called_directly_refuses_a_trace_without_content():
     [dark] = load_traces(FIXTURES / "pydantic_ai_genai_no_content.otlp.json")
     refused = all_at_once(dark, model="scripted/never-called")
-    assert refused.error.startswith("refused: no message text") and refused.llm_calls == 0
+    assert refused.error.startswith("refused: no message text") and refused.cost.llm_calls == 0
 
 
 @pytest.fixture

@@ -6,14 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass
-class Usage:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
+from rootstep.warehouse import Usage
 
 
 def ensure_provider(model: str) -> None:
@@ -62,15 +55,13 @@ class Chat:
             max_tokens=self.max_tokens,
             **kwargs,
         )
-        self.usage.calls += 1
-        self.usage.seconds += time.perf_counter() - start
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            self.usage.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
-            self.usage.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+        counts = getattr(response, "usage", None)
         try:
-            self.usage.cost_usd += litellm.completion_cost(completion_response=response) or 0.0
+            usd = litellm.completion_cost(completion_response=response) or 0.0
         except Exception:  # unknown price (local, scripted, self-hosted models): no cost to add
-            pass
+            usd = 0.0
+        self.usage += Usage(llm_calls=1, prompt_tokens=getattr(counts, "prompt_tokens", 0) or 0,
+                            completion_tokens=getattr(counts, "completion_tokens", 0) or 0, usd=usd,
+                            seconds=time.perf_counter() - start)
         self.finish_reason = getattr(response.choices[0], "finish_reason", None)
         return response.choices[0].message.content or ""

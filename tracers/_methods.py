@@ -14,7 +14,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, Field
 
 from rootstep.prompts import render, render_steps
-from rootstep.warehouse import RootstepError, Trajectory
+from rootstep.warehouse import RootstepError, Trajectory, Usage
 from rootstep.warehouse.whowhen import parse_record
 
 from ._llm import Chat
@@ -39,11 +39,8 @@ class Attribution(BaseModel):
     with_ground_truth: bool = True
     truncated: bool = False
     """True when step contents were shortened to fit `max_prompt_chars`."""
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
+    cost: Usage = Field(default_factory=Usage)
+    """What the method spent: its LLM calls, tokens, USD (when the price is known) and wall seconds."""
     details: dict[str, Any] = Field(default_factory=dict)
     """Method-specific evidence (per-step scores, the counterpart run, the model id), stored with the prediction."""
 
@@ -130,9 +127,7 @@ def run_tracer(name: str, trace: Trajectory | dict[str, Any], **options: Any) ->
 
 
 def _finish(result: Attribution, chat: Chat) -> Attribution:
-    u = chat.usage
-    result.llm_calls, result.prompt_tokens, result.completion_tokens = u.calls, u.prompt_tokens, u.completion_tokens
-    result.cost_usd, result.seconds = u.cost_usd, u.seconds
+    result.cost = chat.usage
     return result
 
 

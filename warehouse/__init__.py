@@ -1,7 +1,7 @@
 """The trajectory data model and the warehouse (Parquet + DuckDB) that stores it.
 
 Public face: the models (`Trajectory`, `Step`, `LLMCall`, `Replay`, `Intervention`, `Annotation`,
-`Task`, `Verdict`), `Warehouse`, and the Who&When importer/exporter.
+`Task`, `Verdict`, `Usage`: the one cost type), `Warehouse`, and the Who&When importer/exporter.
 """
 
 from ._catalog import PUBLIC_VIEWS, view_statements
@@ -11,7 +11,6 @@ from ._models import (
     AnnotationMethod,
     CallMode,
     CallPurpose,
-    Cost,
     Evidence,
     Intervention,
     LLMCall,
@@ -22,6 +21,7 @@ from ._models import (
     Task,
     TaskKind,
     Trajectory,
+    Usage,
     Verdict,
     utcnow,
 )
@@ -38,7 +38,6 @@ __all__ = [
     "AnnotationMethod",
     "CallMode",
     "CallPurpose",
-    "Cost",
     "Evidence",
     "InputError",
     "Intervention",
@@ -51,6 +50,7 @@ __all__ = [
     "Task",
     "TaskKind",
     "Trajectory",
+    "Usage",
     "Verdict",
     "Warehouse",
     "WarehouseError",

@@ -214,6 +214,48 @@ class Intervention(_Model):
     the requests after the first forced step are new). Each must be an agent step after `step`."""
 
 
+class Usage(_Model):
+    """What some work cost: the one cost type of rootstep, added up with `+` (and `sum(..., Usage())`).
+
+    It is a label's cost (`Annotation.cost`), a replay's (`Replay.cost`), what a search has spent
+    (`rootstep.annotation.Meter`), an attribution method's (`tracers.Attribution.cost`, a `tracers.Chat`'s
+    `usage`) and what the gateway served a run (`gateway.RunStats.usage`). Stored in the warehouse's
+    `cost_*` columns of `annotations` and the `live_calls`, `replayed_calls`, `tokens`, `cost_usd`,
+    `duration_s` columns of `replays` (the token split in `prompt_tokens` / `completion_tokens` beside them).
+    """
+
+    llm_calls: int = Field(default=0, ge=0)
+    """Calls a model answered live (paid): the analyzer's, the perturber's or a tracer's, and a replay's live
+    calls after its intervention. A replay row's `live_calls` column."""
+    replayed_calls: int = Field(default=0, ge=0)
+    """Calls served from a recording (free): the prefix of a replay."""
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    usd: float = 0.0
+    """Money, where the provider's price is known (litellm's price list); 0 for local, scripted and
+    self-hosted models, whose price is unknown."""
+    seconds: float = 0.0
+    """Wall time."""
+    replays: int = Field(default=0, ge=0)
+    """Re-simulations run (controls and repeats of a flip included)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
+
+    def __radd__(self, other: Any) -> "Usage":
+        return self if other == 0 else NotImplemented  # sum(usages) starts from 0
+
+    def rounded(self) -> "Usage":
+        """USD to 10 and seconds to 6 decimals: what is stored and shown, free of float noise."""
+        return self.model_copy(update={"usd": round(self.usd, 10), "seconds": round(self.seconds, 6)})
+
+
 class Replay(_Model):
     """One re-simulation of a run with an intervention, and what Omega said of it."""
 
@@ -226,11 +268,9 @@ class Replay(_Model):
     result_run_id: str | None = None
     success_before: bool | None = None
     success_after: bool | None = None
-    live_calls: int = 0
-    replayed_calls: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    duration_s: float = 0.0
+    cost: Usage = Field(default_factory=lambda: Usage(replays=1))
+    """The re-simulation's cost (`replays` = 1): its live calls (`llm_calls`), the prefix calls served from the
+    recording, tokens, USD and wall seconds."""
     divergence: str | None = None
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
@@ -262,16 +302,6 @@ class Evidence(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
-class Cost(_Model):
-    """What producing one label cost."""
-
-    llm_calls: int = 0
-    tokens: int = 0
-    usd: float = 0.0
-    seconds: float = 0.0
-    replays: int = 0
-
-
 class Annotation(_Model):
     """A who/when label on a run; or, with status `unresolved`, the record that none was found; or, with
     status `verifier_suspect`, the finding that no agent erred and the verdict is the check's fault (the
@@ -291,7 +321,7 @@ class Annotation(_Model):
     annotator: str = ""
     """Who produced the label: a model name, a tracer method, or the human-labelled source."""
     evidence: Evidence = Field(default_factory=Evidence)
-    cost: Cost = Field(default_factory=Cost)
+    cost: Usage = Field(default_factory=Usage)
     created_at: datetime = Field(default_factory=utcnow)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
