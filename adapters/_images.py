@@ -124,6 +124,17 @@ def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
     return dest
 
 
+class WheelhouseBuilt:
+    """Mixed into an adapter whose `image` is a `WheelhouseImageSpec`: `build` makes it offline from the
+    wheelhouse (`build_wheelhouse_image`)."""
+
+    image: "WheelhouseImageSpec"
+
+    @classmethod
+    def build(cls, client: Any, *, report: Any, force: bool = False) -> str:
+        return build_wheelhouse_image(client, cls.image, report=report, force=force)
+
+
 def build_wheelhouse_image(client: Any, spec: WheelhouseImageSpec, *, report: Any, force: bool = False) -> str:
     """Build `spec` (base first if needed) unless its tag exists; return the tag. The build is offline."""
     from rootstep.sandboxes import build_base, docker_build, image_exists

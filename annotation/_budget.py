@@ -64,16 +64,6 @@ class Meter:
     started: float = field(default_factory=time.perf_counter)
 
     @property
-    def llm_calls(self) -> int:
-        """Analyzer / perturber calls (held against `max_llm_calls`)."""
-        return self.asked.llm_calls
-
-    @property
-    def live_calls(self) -> int:
-        """Live calls made by replays (held against `max_live_calls`)."""
-        return self.replayed.llm_calls
-
-    @property
     def replays(self) -> int:
         """Replays tried, controls apart (held against `max_replays`)."""
         return self.replayed.replays - self.control_replays
@@ -86,13 +76,13 @@ class Meter:
         b = self.budget
         if b.max_seconds is not None and self.seconds >= b.max_seconds:
             return f"time budget of {b.max_seconds:g}s spent"
-        if b.max_live_calls is not None and self.live_calls >= b.max_live_calls:
-            return f"live-call budget of {b.max_live_calls} spent ({self.live_calls} live calls)"
+        if b.max_live_calls is not None and self.replayed.llm_calls >= b.max_live_calls:
+            return f"live-call budget of {b.max_live_calls} spent ({self.replayed.llm_calls} live calls)"
         return None
 
     def cannot_ask(self) -> str | None:
         """Why no further analyzer/perturber call may be made, or None."""
-        if self.budget.max_llm_calls is not None and self.llm_calls >= self.budget.max_llm_calls:
+        if self.budget.max_llm_calls is not None and self.asked.llm_calls >= self.budget.max_llm_calls:
             return f"LLM-call budget of {self.budget.max_llm_calls} spent"
         return self._common()
 

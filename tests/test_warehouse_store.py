@@ -154,19 +154,26 @@ def test_empty_warehouse_has_every_view(warehouse: Warehouse):
     con.close()
 
 
-def test_crash_between_steps_and_runs_leaves_warehouse_consistent(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
-    warehouse.write_trajectories([make_run("kept")])
+def _crash_writing_runs(warehouse: Warehouse, runs: list[Trajectory], error: BaseException,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`write_trajectories(runs)` with the run rows' file write raising `error` (the steps are written first)."""
     real_write = Warehouse._write_file
 
     def crash_on_runs(self, path, table):
         if "/runs/" in path:
-            raise KeyboardInterrupt("simulated crash after the steps were written")
+            raise error
         return real_write(self, path, table)
 
     monkeypatch.setattr(Warehouse, "_write_file", crash_on_runs)
-    with pytest.raises(KeyboardInterrupt):
-        warehouse.write_trajectories([make_run("lost1"), make_run("lost2")])
+    with pytest.raises(type(error)):
+        warehouse.write_trajectories(runs)
     monkeypatch.setattr(Warehouse, "_write_file", real_write)
+
+
+def test_crash_between_steps_and_runs_leaves_warehouse_consistent(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
+    warehouse.write_trajectories([make_run("kept")])
+    _crash_writing_runs(warehouse, [make_run("lost1"), make_run("lost2")],
+                        KeyboardInterrupt("simulated crash after the steps were written"), monkeypatch)
 
     # the orphaned steps are on disk but invisible; the warehouse reads as before the crash
     assert len(list((Path(warehouse.root) / "steps").rglob("*.parquet"))) == 2
@@ -180,17 +187,7 @@ def test_crash_between_steps_and_runs_leaves_warehouse_consistent(warehouse: War
 
 
 def test_orphans_from_a_crashed_batch_are_vacuumed(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
-    real_write = Warehouse._write_file
-
-    def crash_on_runs(self, path, table):
-        if "/runs/" in path:
-            raise OSError("disk full")
-        return real_write(self, path, table)
-
-    monkeypatch.setattr(Warehouse, "_write_file", crash_on_runs)
-    with pytest.raises(OSError):
-        warehouse.write_trajectories([make_run("a"), make_run("b")])
-    monkeypatch.setattr(Warehouse, "_write_file", real_write)
+    _crash_writing_runs(warehouse, [make_run("a"), make_run("b")], OSError("disk full"), monkeypatch)
     warehouse.write_trajectories([make_run("a")])  # another batch: the crashed one's steps stay orphaned
     assert warehouse.count("steps") == 4
     assert warehouse.vacuum() == {"tmp_files": 0, "orphan_step_files": 1}
