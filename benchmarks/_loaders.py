@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from rootstep.warehouse import InputError, Task
 
+from ._catalog import catalog
 from ._registry import BenchmarkInfo, benchmark
 
 
@@ -40,15 +41,7 @@ def require(row: dict[str, Any], field: str, path: Path, line: int | str, kind: 
     return row[field]
 
 
-GSM8K = BenchmarkInfo(
-    name="gsm8k",
-    title="GSM8K test split (grade-school math word problems)",
-    kind="math",
-    verifier="numeric",
-    licence="MIT (Copyright (c) 2021 OpenAI)",
-    source="github.com/openai/grade-school-math grade_school_math/data/test.jsonl",
-    files=("gsm8k/test.jsonl",),
-)
+GSM8K = catalog("gsm8k")
 
 
 @benchmark(GSM8K)
@@ -73,15 +66,7 @@ def load_gsm8k(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     return tasks
 
 
-MATH500 = BenchmarkInfo(
-    name="math500",
-    title="MATH-500 (the PRM800K subset of the MATH test set)",
-    kind="math",
-    verifier="math",
-    licence="MIT (MATH, Hendrycks et al. 2021; MATH-500 subset from openai/prm800k)",
-    source="huggingface.co/datasets/HuggingFaceH4/MATH-500 test.jsonl",
-    files=("math500/test.jsonl",),
-)
+MATH500 = catalog("math500")
 
 
 @benchmark(MATH500)
@@ -103,15 +88,7 @@ def load_math500(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     return tasks
 
 
-HOTPOTQA = BenchmarkInfo(
-    name="hotpotqa",
-    title="HotpotQA dev, distractor setting (context paragraphs as an offline search tool)",
-    kind="qa",
-    verifier="qa",
-    licence="CC BY-SA 4.0",
-    source="hotpotqa.github.io dev distractor; the 200-question subset AFlow validates on (hotpotqa/SOURCE.md)",
-    files=("hotpotqa/hotpot_dev_distractor_200.jsonl",),
-)
+HOTPOTQA = catalog("hotpotqa")
 
 
 def _hotpot_rows(path: Path) -> Iterator[tuple[int | str, dict[str, Any]]]:
@@ -163,15 +140,7 @@ def load_hotpotqa(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     return tasks
 
 
-GAIA = BenchmarkInfo(
-    name="gaia",
-    title="GAIA validation (general AI assistants; questions with attached files)",
-    kind="agentic",
-    verifier="gaia",
-    licence="GAIA dataset terms (gated on Hugging Face; answers must not be redistributed in crawlable form)",
-    source="huggingface.co/datasets/gaia-benchmark/GAIA 2023/validation/metadata.jsonl",
-    files=("gaia/2023/validation/metadata.jsonl",),
-)
+GAIA = catalog("gaia")
 
 
 @benchmark(GAIA)
