@@ -49,23 +49,10 @@ def load_mbpp(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
         tests = require(row, "test_list", paths[0], where, list)
         code = require(row, "code", paths[0], where)
         text = require(row, "prompt", paths[0], where)
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=str(require(row, "task_id", paths[0], where, int)),
-                prompt=f"{text}\nYour code should pass these tests:\n\n" + "\n".join(tests),
-                ground_truth=None,
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={
-                    "harness": "asserts",
-                    "tests": tests,
-                    "test_setup": "\n".join(row.get("test_imports") or []),
-                    "entry_point": _entry_point(code, tests),
-                    "reference_solution": code,
-                },
-            )
-        )
+        prompt = f"{text}\nYour code should pass these tests:\n\n" + "\n".join(tests)
+        tasks.append(info.task(str(require(row, "task_id", paths[0], where, int)), prompt, None, {
+            "harness": "asserts", "tests": tests, "test_setup": "\n".join(row.get("test_imports") or []),
+            "entry_point": _entry_point(code, tests), "reference_solution": code}))
     return tasks
 
 
@@ -135,15 +122,7 @@ def _evalplus_task(row: dict[str, Any], path: Path, where: str, info: BenchmarkI
             "oracle": _ORACLES.get(entry),
             "assertion": row.get("assertion", ""),
         }
-    return Task(
-        benchmark=info.name,
-        task_id=str(task_id),
-        prompt=prompt,
-        ground_truth=None,
-        verifier=info.verifier,
-        kind=info.kind,
-        metadata=meta,
-    )
+    return info.task(str(task_id), prompt, None, meta)
 
 
 @benchmark(MBPP_PLUS)
@@ -189,23 +168,10 @@ def load_humaneval(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     tasks = []
     for line, row in _read_jsonl_any(paths[0]):
         prompt = require(row, "prompt", paths[0], line)
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=require(row, "task_id", paths[0], line),
-                prompt=prompt,
-                ground_truth=None,
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={
-                    "harness": "humaneval",
-                    "prefix": prompt,
-                    "test": require(row, "test", paths[0], line),
-                    "entry_point": require(row, "entry_point", paths[0], line),
-                    "reference_solution": prompt + require(row, "canonical_solution", paths[0], line),
-                },
-            )
-        )
+        tasks.append(info.task(require(row, "task_id", paths[0], line), prompt, None, {
+            "harness": "humaneval", "prefix": prompt, "test": require(row, "test", paths[0], line),
+            "entry_point": require(row, "entry_point", paths[0], line),
+            "reference_solution": prompt + require(row, "canonical_solution", paths[0], line)}))
     return tasks
 
 
@@ -234,21 +200,8 @@ def load_kodcode(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
         prompt = require(row, "question", paths[0], line)
         if first.get("function_declaration"):
             prompt += f"\n\nNote that the output function should be {first['function_declaration'].strip()}."
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=require(row, "question_id", paths[0], line),
-                prompt=prompt,
-                ground_truth=None,
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={
-                    "harness": "pytest",
-                    "test": require(row, "test", paths[0], line),
-                    "entry_point": first.get("function_name"),
-                    "reference_solution": require(row, "solution", paths[0], line),
-                    **{k: row[k] for k in ("subset", "style", "gpt_difficulty") if k in row},
-                },
-            )
-        )
+        tasks.append(info.task(require(row, "question_id", paths[0], line), prompt, None, {
+            "harness": "pytest", "test": require(row, "test", paths[0], line), "entry_point": first.get("function_name"),
+            "reference_solution": require(row, "solution", paths[0], line),
+            **{k: row[k] for k in ("subset", "style", "gpt_difficulty") if k in row}}))
     return tasks

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from rootstep.warehouse import InputError, Task
 
@@ -17,18 +17,29 @@ from ._catalog import catalog
 from ._registry import BenchmarkInfo, benchmark
 
 
+def jsonl_objects(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """(line number, object, None) for each non-blank line holding a JSON object; (line number, None, why)
+    for one that does not."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, None, f"not valid JSON: {exc.msg} (column {exc.colno})"
+            continue
+        if isinstance(row, dict):
+            yield number, row, None
+        else:
+            yield number, None, f"expected a JSON object, found {type(row).__name__}"
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; `InputError` naming file and line otherwise."""
     with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(str(path), f"line {number}", f"not valid JSON: {exc.msg} (column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise InputError(str(path), f"line {number}", f"expected a JSON object, found {type(row).__name__}")
+        for number, row, problem in jsonl_objects(fh):
+            if row is None:
+                raise InputError(str(path), f"line {number}", str(problem))
             yield number, row
 
 
@@ -52,17 +63,8 @@ def load_gsm8k(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
         solution = require(row, "answer", paths[0], line)
         if "####" not in solution:
             raise InputError(str(paths[0]), f"line {line}: answer", "has no '#### <final answer>'")
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=f"test-{index}",
-                prompt=require(row, "question", paths[0], line),
-                ground_truth=solution.rsplit("####", 1)[1].strip(),
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={"solution": solution, "line": line},
-            )
-        )
+        tasks.append(info.task(f"test-{index}", require(row, "question", paths[0], line),
+                               solution.rsplit("####", 1)[1].strip(), {"solution": solution, "line": line}))
     return tasks
 
 
@@ -74,17 +76,9 @@ def load_math500(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     """`{"problem", "solution", "answer", "subject", "level", "unique_id"}`; task_id is `unique_id`."""
     tasks = []
     for line, row in read_jsonl(paths[0]):
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=require(row, "unique_id", paths[0], line),
-                prompt=require(row, "problem", paths[0], line),
-                ground_truth=require(row, "answer", paths[0], line),
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={k: row[k] for k in ("solution", "subject", "level") if k in row},
-            )
-        )
+        tasks.append(info.task(require(row, "unique_id", paths[0], line), require(row, "problem", paths[0], line),
+                               require(row, "answer", paths[0], line),
+                               {k: row[k] for k in ("solution", "subject", "level") if k in row}))
     return tasks
 
 
@@ -121,22 +115,10 @@ def load_hotpotqa(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], list)):
                 raise InputError(str(paths[0]), f"line {where}: context[{i}]", "expected [title, [sentences]]")
             paragraphs.append({"title": item[0], "sentences": [str(s) for s in item[1]]})
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=str(require(row, "_id", paths[0], where, (str, int))),  # 4 subset rows have integer ids
-                prompt=require(row, "question", paths[0], where),
-                ground_truth=require(row, "answer", paths[0], where),
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={
-                    "paragraphs": paragraphs,
-                    "supporting_facts": row.get("supporting_facts", []),
-                    "type": row.get("type"),
-                    "level": row.get("level"),
-                },
-            )
-        )
+        task_id = str(require(row, "_id", paths[0], where, (str, int)))  # 4 subset rows have integer ids
+        tasks.append(info.task(task_id, require(row, "question", paths[0], where), require(row, "answer", paths[0], where), {
+            "paragraphs": paragraphs, "supporting_facts": row.get("supporting_facts", []), "type": row.get("type"),
+            "level": row.get("level")}))
     return tasks
 
 
@@ -162,15 +144,6 @@ def load_gaia(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
             meta |= {"file_name": file_name, "file_path": str(file_path)}
         if isinstance(row.get("Annotator Metadata"), dict):
             meta["annotator_metadata"] = row["Annotator Metadata"]
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=require(row, "task_id", paths[0], line),
-                prompt=require(row, "Question", paths[0], line),
-                ground_truth=None if answer in (None, "?") else str(answer),
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata=meta,
-            )
-        )
+        tasks.append(info.task(require(row, "task_id", paths[0], line), require(row, "Question", paths[0], line),
+                               None if answer in (None, "?") else str(answer), meta))
     return tasks

@@ -11,7 +11,7 @@ from typing import Any
 
 from rootstep.sandboxes._api import ExecResult, Sandbox, SandboxSession
 from rootstep.sandboxes._cleanup import reap
-from rootstep.sandboxes._container import Container
+from rootstep.sandboxes._container import Container, remove_all
 from rootstep.sandboxes._gateway import GatewayRelay
 from rootstep.sandboxes._images import ensure_image
 from rootstep.sandboxes._limits import PoolConfig, SandboxError, SandboxLimits, SandboxUnavailableError
@@ -169,11 +169,7 @@ class DockerSandbox(Sandbox):
             self.pool.close()
         with self._lock:
             sessions, self._sessions = list(self._sessions), set()
-        for container in sessions:
-            try:
-                container.remove()
-            except Exception:
-                pass
+        remove_all(sessions)
         if self._relay is not None:
             self._relay.close()
 
