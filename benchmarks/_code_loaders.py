@@ -15,7 +15,7 @@ from typing import Any
 from rootstep.warehouse import InputError, Task
 
 from ._catalog import catalog
-from ._loaders import read_jsonl, require
+from ._loaders import read_json_array, read_jsonl, require
 from ._registry import BenchmarkInfo, benchmark
 
 MBPP = catalog("mbpp")
@@ -29,22 +29,12 @@ def _entry_point(code: str, tests: list[str]) -> str | None:
     return defined[-1] if defined else None
 
 
-def _read_json_array(path: Path) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-    if not isinstance(data, list):
-        raise InputError(str(path), "(top level)", "expected a JSON array")
-    return data
-
-
 @benchmark(MBPP)
 def load_mbpp(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     """`[{"task_id", "prompt", "code", "test_imports", "test_list"}]`. The prompt is the problem text
     followed by its test asserts (as in the MBPP paper), so the function name is known."""
     tasks = []
-    for index, row in enumerate(_read_json_array(paths[0])):
+    for index, row in enumerate(read_json_array(paths[0])):
         where = f"[{index}]"
         tests = require(row, "test_list", paths[0], where, list)
         code = require(row, "code", paths[0], where)
@@ -133,7 +123,7 @@ def load_mbppplus(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     rows = (
         [(str(line), row) for line, row in read_jsonl(paths[0])]
         if paths[0].suffix == ".jsonl"
-        else [(f"[{i}]", row) for i, row in enumerate(_read_json_array(paths[0]))]
+        else [(f"[{i}]", row) for i, row in enumerate(read_json_array(paths[0]))]
     )
     return [_evalplus_task(row, paths[0], where, info, humaneval=False) for where, row in rows]
 

@@ -43,6 +43,17 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, row
 
 
+def read_json_array(path: Path, of: str = "") -> list[Any]:
+    """The JSON array in `path` (`of`: what it holds, for the error); `InputError` naming the file otherwise."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise InputError(str(path), "(top level)", f"expected a JSON array{of}")
+    return data
+
+
 def require(row: dict[str, Any], field: str, path: Path, line: int | str, kind: type | tuple[type, ...] = str) -> Any:
     if field not in row:
         raise InputError(str(path), f"line {line}: {field}", "missing")
@@ -89,13 +100,7 @@ def _hotpot_rows(path: Path) -> Iterator[tuple[int | str, dict[str, Any]]]:
     if path.suffix == ".jsonl":
         yield from read_jsonl(path)
         return
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-    if not isinstance(data, list):
-        raise InputError(str(path), "(top level)", "expected a JSON array of questions")
-    for index, row in enumerate(data):
+    for index, row in enumerate(read_json_array(path, " of questions")):
         if not isinstance(row, dict):
             raise InputError(str(path), f"[{index}]", "expected a JSON object")
         yield f"[{index}]", row
