@@ -73,13 +73,17 @@ def _content_text(content: Any) -> tuple[str, list[dict[str, Any]], bool]:
     return str(content), [], True
 
 
+def _objects(items: list[Any]) -> tuple[list[dict[str, Any]], bool]:
+    """The items that are JSON objects, and whether all were (a message with anything else is not read whole)."""
+    objects = [i for i in items if isinstance(i, dict)]
+    return objects, len(objects) == len(items)
+
+
 def _parts(parts: list[Any]) -> Message:
     """A GenAI semantic-convention message's `parts`."""
-    texts, calls, ok = [], [], True
+    texts, calls = [], []
+    parts, ok = _objects(parts)
     for part in parts:
-        if not isinstance(part, dict):
-            ok = False
-            continue
         kind = part.get("type")
         if kind == "tool_call":
             calls.append(call(part.get("name"), part.get("arguments"), part.get("id")))
@@ -105,11 +109,9 @@ def _plain(value: Any) -> str:
 
 def _response_items(items: list[Any]) -> Message:
     """Responses API `output` items."""
-    texts, calls, ok = [], [], True
+    texts, calls = [], []
+    items, ok = _objects(items)
     for item in items:
-        if not isinstance(item, dict):
-            ok = False
-            continue
         kind = item.get("type")
         if kind == "message" or (kind is None and "role" in item):
             text, more, fine = _content_text(item.get("content"))
