@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ._ids import content_id
 
@@ -47,6 +47,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class _Partitioned(_Model):
+    """A model stored under folders named by its `framework` and `benchmark`: both are checked as such."""
+
+    @field_validator("framework", "benchmark", check_fields=False)
+    @classmethod
+    def _partition_names(cls, value: str, info: ValidationInfo) -> str:
+        return _partition_value(value, str(info.field_name))
+
+
 class Verdict(_Model):
     """The outcome of the success function Omega on one run."""
 
@@ -55,7 +64,7 @@ class Verdict(_Model):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class Task(_Model):
+class Task(_Partitioned):
     """One benchmark task: what an agent system is asked, and what Omega checks it against."""
 
     benchmark: str
@@ -66,7 +75,6 @@ class Task(_Model):
     kind: TaskKind
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def id(self) -> str:
@@ -99,7 +107,7 @@ class Step(_Model):
         return [self.index, self.agent, self.kind, self.role, self.content, self.tool_calls, self.observation]
 
 
-class Trajectory(_Model):
+class Trajectory(_Partitioned):
     """A run of one framework on one task: ordered steps, the final answer, Omega's verdict, provenance."""
 
     framework: str
@@ -123,8 +131,6 @@ class Trajectory(_Model):
     cost_usd: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @model_validator(mode="after")
     def _steps_are_ordered(self) -> "Trajectory":
@@ -159,7 +165,7 @@ class Trajectory(_Model):
         return None if self.verdict is None else self.verdict.success
 
 
-class LLMCall(_Model):
+class LLMCall(_Partitioned):
     """One chat-completion call that went through the gateway, matched on replay by its key."""
 
     run_id: str
@@ -185,8 +191,6 @@ class LLMCall(_Model):
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def id(self) -> str:
@@ -256,7 +260,7 @@ class Usage(_Model):
         return self.model_copy(update={"usd": round(self.usd, 10), "seconds": round(self.seconds, 6)})
 
 
-class Replay(_Model):
+class Replay(_Partitioned):
     """One re-simulation of a run with an intervention, and what Omega said of it."""
 
     run_id: str
@@ -275,8 +279,6 @@ class Replay(_Model):
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def flipped(self) -> bool:
@@ -302,7 +304,7 @@ class Evidence(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
-class Annotation(_Model):
+class Annotation(_Partitioned):
     """A who/when label on a run; or, with status `unresolved`, the record that none was found; or, with
     status `verifier_suspect`, the finding that no agent erred and the verdict is the check's fault (the
     analyzer said so, or a fix that only re-formatted the answer turned the run into a success). Only
@@ -325,8 +327,6 @@ class Annotation(_Model):
     created_at: datetime = Field(default_factory=utcnow)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @model_validator(mode="after")
     def _labelled_has_who_and_when(self) -> "Annotation":
