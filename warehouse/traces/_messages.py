@@ -139,18 +139,24 @@ def _is_response_items(value: list[Any]) -> bool:
         "computer_call", "code_interpreter_call", "mcp_call", "custom_tool_call") for i in value)
 
 
+def _json_in(text: str) -> dict[str, Any] | list[Any] | None:
+    """The JSON object or array a string holds (exporters store messages as JSON text), else None."""
+    stripped = text.strip()
+    if stripped[:1] in "[{":
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            pass
+    return None
+
+
 def read_message(value: Any) -> Message:
     """The text and tool calls of one stored message (or message-like output) in any shape the module lists."""
     if value is None:
         return Message()
     if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in "[{":
-            try:
-                return read_message(json.loads(stripped))
-            except ValueError:
-                pass
-        return Message(value)
+        parsed = _json_in(value)
+        return Message(value) if parsed is None else read_message(parsed)
     if isinstance(value, (int, float, bool)):
         return Message(json.dumps(value))
     if isinstance(value, list):
@@ -226,13 +232,8 @@ def read_messages(values: list[Any], last_assistant: bool = True) -> Message:
 def messages_of(value: Any) -> list[Message]:
     """Every message of an input value (a list of messages, `{messages: [...]}`, Responses input items)."""
     if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in "[{":
-            try:
-                return messages_of(json.loads(stripped))
-            except ValueError:
-                pass
-        return [Message(value, role="user")]
+        parsed = _json_in(value)
+        return [Message(value, role="user")] if parsed is None else messages_of(parsed)
     if isinstance(value, dict):
         for key in ("messages", "input", "inputs"):
             if isinstance(value.get(key), (list, dict)):
