@@ -175,8 +175,9 @@ def test_annotate_refuses_an_imported_run(traces: Path, tmp_path: Path):
 def _analyst(messages, params):
     """A scripted analyst that answers as real models do: the first agent step whose text says 42."""
     prompt = messages[-1]["content"]
-    blocks = re.findall(r"\[step (\d+)\] ([^\n(:]+?)(?: \((\w+)\))?:\n(.*?)(?=\n\[step |\n\nFind the decisive)", prompt, re.S)
-    step, agent = next((int(i), a) for i, a, kind, text in blocks if not kind and "42" in text)
+    blocks = re.findall(r"\[step (\d+)\] ([^\n(:]+?)(?: \((\w+) step\))?:\n(.*?)(?=\n\[step |\n\nFind the decisive)", prompt, re.S)
+    said = {int(i): re.split(r"\n  (?:tool call|observation): ", text)[0] for i, a, kind, text in blocks}  # the message
+    step, agent = next((int(i), a) for i, a, kind, text in blocks if not kind and "42" in said[int(i)])
     return f"Agent Name: {agent}\nStep Number: {step}\nReason for Mistake: 3 boxes of 12 plus 5 is 41; the agent added wrong and said 42."
 
 
