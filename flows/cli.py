@@ -128,6 +128,11 @@ EpisodeSecondsOpt = typer.Option(_LIMITS["episode_seconds"].default, "--episode-
                                  help="Wall clock of one framework episode (raise it for slow or hand-answered models).")
 PerModelOpt = typer.Option(_LIMITS["per_model"].default, help="Concurrent episodes per model (local models: 1).")
 SandboxesOpt = typer.Option(_LIMITS["sandboxes"].default, help="Concurrent Docker containers.")
+limits_options = option_group("limits", {
+    "per_model": (int, PerModelOpt), "sandboxes": (int, SandboxesOpt), "episode_seconds": (float, EpisodeSecondsOpt),
+}, build=lambda **limits: Limits(**limits))
+"""`--per-model`, `--sandboxes`, `--episode-seconds` (defaults: `Limits`'): the command receives the `Limits`
+as its parameter `limits`."""
 MaxTokensOpt = typer.Option(None, "--max-tokens", min=16,
                             help="Least room per analyzer/perturber answer (default: sized to each run's longest step; "
                                  "a cut answer is re-asked with more).")
@@ -252,6 +257,7 @@ def _run_flows(run: Any) -> Any:
 
 @runner_options
 @budget_options(Budget.for_pipeline())
+@limits_options
 def pipeline_cmd(
     framework: Optional[list[str]] = typer.Option(None, "--framework", "-f",
                                                   help="Framework adapter; repeat for several (default ag2)."),
@@ -267,12 +273,10 @@ def pipeline_cmd(
     repeats: int = RepeatsOpt,
     counterfactual: bool = typer.Option(True, help="Annotate failures by counterfactual replay."),
     inject: bool = typer.Option(True, help="Annotate successes by fault injection."),
-    per_model: int = PerModelOpt,
-    sandboxes: int = SandboxesOpt,
+    limits: Any = None,
     include_suspect: bool = IncludeSuspectOpt,
     inject_mode: InjectMode = InjectModeOpt,
     max_tokens: Optional[int] = MaxTokensOpt,
-    episode_seconds: float = EpisodeSecondsOpt,
     warehouse: Optional[str] = WarehouseOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of the table."),
     runner: Any = None,
@@ -286,15 +290,14 @@ def pipeline_cmd(
     report = _run_flows(lambda: pipeline(
         frameworks=framework, benchmarks=benchmarks, model=model, analyzer_model=analyzer_model,
         perturber_model=perturber_model, seed=seed, budget=budget, counterfactual=counterfactual, inject=inject,
-        warehouse=warehouse, limits=Limits(per_model=per_model, sandboxes=sandboxes, episode_seconds=episode_seconds),
-        runner=runner,
-        include_suspect=include_suspect, causality=_causality(controls, repeats),
-        inject_mode=inject_mode.value, max_tokens=max_tokens))
+        warehouse=warehouse, limits=limits, runner=runner, include_suspect=include_suspect,
+        causality=_causality(controls, repeats), inject_mode=inject_mode.value, max_tokens=max_tokens))
     if as_json:
         console.print_json(report.model_dump_json())
 
 
 @runner_options
+@limits_options
 def collect_cmd(
     framework: Optional[list[str]] = FrameworkOpt,
     system: Optional[list[Path]] = SystemOpt,
@@ -302,9 +305,7 @@ def collect_cmd(
     limit: Optional[int] = typer.Option(2, help="Tasks to run (after shuffling)."),
     seed: int = typer.Option(0),
     model: str = ModelOpt,
-    per_model: int = PerModelOpt,
-    sandboxes: int = SandboxesOpt,
-    episode_seconds: float = EpisodeSecondsOpt,
+    limits: Any = None,
     warehouse: Optional[str] = WarehouseOpt,
     runner: Any = None,
 ) -> None:
@@ -317,9 +318,7 @@ def collect_cmd(
         fail(f"--limit {limit}: must be at least 1")
     report = _run_flows(lambda: collect(framework or ["ag2", "smolagents"], benchmark, limit=limit, seed=seed,
                                         model=model, warehouse=warehouse,
-                                        limits=Limits(per_model=per_model, sandboxes=sandboxes,
-                                                      episode_seconds=episode_seconds),
-                                        runner=runner))
+                                        limits=limits, runner=runner))
     for r in report.runs:
         state = "stored" if r.cached else ("error" if r.run_id is None else "new")
         outcome = {True: "success", False: "failure", None: "-"}[r.success]
