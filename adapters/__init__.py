@@ -77,15 +77,15 @@ def list_adapters() -> list[str]:
 
 def adapter_for(trajectory: Any) -> type["Adapter"]:
     """The adapter class of a stored trajectory; a system file's run registers its system file again
-    (from `metadata["system"]`) when this process does not know it yet."""
+    (from `recording.system`) when this process does not know it yet."""
     name = trajectory.framework
     if name not in _BUILTIN and name not in _EXTRA:
         _load_plugins()
-        system = (trajectory.metadata or {}).get("system") or {}
-        if name not in _EXTRA and system.get("file"):
+        system = None if trajectory.recording is None else trajectory.recording.system
+        if name not in _EXTRA and system is not None:
             from rootstep.adapters._plugins import use_systems
 
-            use_systems([system["file"]])
+            use_systems([system.file])
     return adapter_class(name)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from rootstep.adapters import adapter_class, get_adapter, list_adapters, register_adapter
 from rootstep.adapters.base import Adapter, AdapterError, _parse_output, link_steps
-from rootstep.warehouse import Intervention, LLMCall, Step, Trajectory
+from rootstep.warehouse import Intervention, LLMCall, MissingRecording, Recording, Step, Trajectory
 
 from ._adapter_support import add_task
 
@@ -94,13 +94,13 @@ def _recorded() -> Trajectory:
         framework="ag2", benchmark="mbpp", task_id="add",
         steps=[Step(index=0, agent="executor", kind="human", content="task"),
                Step(index=1, agent="coder", content="code", call_ids=["call_1"])],
-        metadata={"gateway_run_id": "ag2-run", "task": task.model_dump(mode="json")},
+        recording=Recording(gateway_run_id="ag2-run", task=task),
     )
 
 
 def test_replay_refuses_what_cannot_be_replayed():
     adapter = get_adapter("ag2")
-    with pytest.raises(AdapterError, match="not collected by a rootstep adapter"):
+    with pytest.raises(MissingRecording, match="field `recording` is empty: it was not collected by a rootstep adapter"):
         adapter.replay(Trajectory(framework="ag2", benchmark="mbpp", task_id="x"))
     with pytest.raises(AdapterError, match="cannot be replayed by the smolagents adapter"):
         get_adapter("smolagents").replay(_recorded())

@@ -194,7 +194,7 @@ def test_workers_calls_are_journaled_beside_the_warehouse(runs):
     """The flow journals what the workers' gateways recorded, so a later (thread) annotation replays from it."""
     wh = Warehouse(runs["wh_dask"])
     for run in wh.rows("SELECT metadata FROM runs WHERE parent_run_id IS NULL"):
-        gateway_run = json.loads(run["metadata"])["gateway_run_id"]
+        gateway_run = run["gateway_run_id"]
         journal = Path(runs["wh_dask"]) / "gateway" / "journal" / f"{gateway_run}.jsonl"
         stored = wh.rows("SELECT count(*) AS n FROM llm_calls WHERE run_id = ?", [gateway_run])[0]["n"]
         assert journal.is_file() and len(journal.read_text().splitlines()) == stored > 0

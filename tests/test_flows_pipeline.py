@@ -66,7 +66,7 @@ def test_collection_split(done):
     # every collected run's LLM calls came through the gateway and were flushed to the warehouse
     for marker in ("s1", "s4"):
         run = _run(wh, fw, marker)
-        gateway_run = __import__("json").loads(run["metadata"])["gateway_run_id"]
+        gateway_run = run["gateway_run_id"]
         calls = wh.rows("SELECT mode, simulated FROM llm_calls WHERE run_id = ?", [gateway_run])
         assert calls and all(c["mode"] == "live" and c["simulated"] for c in calls)
 
