@@ -16,7 +16,6 @@ import json
 from typing import Any
 
 import pyarrow as pa
-
 from pydantic import ValidationError
 
 from ._models import (
