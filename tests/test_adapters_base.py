@@ -90,6 +90,20 @@ def test_driver_output_is_found_after_framework_noise():
         _parse_output("<<<ROOTSTEP_TRAJECTORY>>>{broken")
 
 
+def test_driver_output_follows_the_one_contract_the_drivers_import():
+    """`MARKER` and `DriverOutput` live in `_episode.py` (what the drivers import inside the container); a
+    line that breaks the contract names the contract and the field."""
+    from rootstep.adapters._drivers import _episode
+
+    line = _episode.MARKER + '{"steps": [{"agent": "coder", "content": "x", "started_at": 1.5}], "final_answer": "3"}'
+    assert _parse_output(line) == {"steps": [{"agent": "coder", "content": "x", "started_at": 1.5}], "final_answer": "3"}
+    with pytest.raises(AdapterError, match=r"driver-output contract \(DriverOutput in adapters/_drivers/_episode.py\)"
+                                           r"(.|\n)*steps\.0\.index"):
+        _parse_output(_episode.MARKER + '{"steps": [{"index": "first"}]}')
+    with pytest.raises(AdapterError, match=r"(.|\n)*answer\n  Extra inputs are not permitted"):
+        _parse_output(_episode.MARKER + '{"steps": [], "answer": "3"}')
+
+
 def _recorded() -> Trajectory:
     task = add_task()
     return Trajectory(
