@@ -230,30 +230,24 @@ SCHEMAS: dict[str, pa.Schema] = {
 TABLES = tuple(SCHEMAS)
 
 
+def _attrs(model: Any, *names: str, prefix: str = "") -> dict[str, Any]:
+    """`{prefix + name: model.name}` for each name; all None when there is no model."""
+    return {prefix + n: None if model is None else getattr(model, n) for n in names}
+
+
 def recording_values(t: Trajectory) -> dict[str, Any]:
     """The recording and replay columns of a run row (NULL where the run has none)."""
     rec, rpl = t.recording, t.replay
-    system = None if rec is None else rec.system
     i = None if rpl is None else rpl.intervention
     return {
-        "gateway_run_id": None if rec is None else rec.gateway_run_id,
+        **_attrs(rec, "gateway_run_id", "image", "framework_version"),
         "task": None if rec is None else rec.task.model_dump_json(),
         "agent_models": None if rec is None else _json(rec.agent_models),
-        "image": None if rec is None else rec.image,
-        "framework_version": None if rec is None else rec.framework_version,
-        "system_file": None if system is None else system.file,
-        "system_name": None if system is None else system.name,
-        "system_digest": None if system is None else system.digest,
-        "replay_of_gateway_run_id": None if rpl is None else rpl.of_gateway_run_id,
-        "replay_step": None if i is None else i.step,
-        "replay_kind": None if i is None else i.kind,
+        **_attrs(None if rec is None else rec.system, "file", "name", "digest", prefix="system_"),
+        **_attrs(rpl, "of_gateway_run_id", "live_calls", "replayed_calls", "forced_calls", "divergence",
+                 "prefix_identical", "identical", prefix="replay_"),
+        **_attrs(i, "step", "kind", prefix="replay_"),
         "replay_intervention": None if i is None else i.model_dump_json(),
-        "replay_live_calls": None if rpl is None else rpl.live_calls,
-        "replay_replayed_calls": None if rpl is None else rpl.replayed_calls,
-        "replay_forced_calls": None if rpl is None else rpl.forced_calls,
-        "replay_divergence": None if rpl is None else rpl.divergence,
-        "replay_prefix_identical": None if rpl is None else rpl.prefix_identical,
-        "replay_identical": None if rpl is None else rpl.identical,
     }
 
 
