@@ -32,8 +32,8 @@ def list_cmd(
 ) -> None:
     """Each adapter: where it comes from (built in, a plugin, a system file), package and version, image tag
     and whether it is built, agents, task kinds; then any plugin or system file that did not load."""
-    from rootstep.adapters import _BUILTIN, adapter_class, list_adapters, use_systems
-    from rootstep.adapters._plugins import origin, plugin_errors
+    from rootstep import plugin_errors
+    from rootstep.adapters import ADAPTERS, use_systems
     from rootstep.warehouse.errors import RootstepError
 
     out = Console(width=None if sys.stdout.isatty() else 200)
@@ -44,12 +44,12 @@ def list_cmd(
             console.print(f"[bold red]error:[/] --system: {escape(str(exc))}")
             raise typer.Exit(2) from None
     table = Table("framework", "origin", "package", "image", "status", "agents", "task kinds")
-    for name in list_adapters():
-        cls = adapter_class(name)
+    for entry in sorted(ADAPTERS.entries(), key=lambda e: e.name):
+        name, cls = entry.name, ADAPTERS.get(entry.name)
         adapter = cls()
         built = adapter.image_built()
         status = "[yellow]no docker[/]" if built is None else ("[green]built[/]" if built else "[red]not built[/]")
-        where = "built in" if name in _BUILTIN else (origin(name) or "registered in code")
+        where = entry.label
         package = cls.version if where.startswith("system") else f"{cls.package}=={cls.version}"
         table.add_row(name, escape(where), escape(package), adapter.image_tag(), status,
                       ", ".join(cls.agents), ", ".join(cls.task_kinds))
@@ -73,9 +73,8 @@ def build_cmd(
     import time
 
     from rootstep.adapters import adapter_class, list_adapters
-    from rootstep.sandboxes import docker_client
     from rootstep.sandboxes import SandboxUnavailableError
-    from rootstep.sandboxes.cli import ConsoleReporter
+    from rootstep.sandboxes.cli import ConsoleReporter, docker_client_or_exit
 
     from rootstep.adapters import use_systems
     from rootstep.warehouse.errors import RootstepError
@@ -92,14 +91,7 @@ def build_cmd(
     if unknown:
         console.print(f"[bold red]error:[/] unknown framework(s) {unknown}; known: {list_adapters()}")
         raise typer.Exit(2)
-    try:
-        client = docker_client()
-    except SandboxUnavailableError as exc:
-        if skip_if_no_docker:
-            console.print(f"[yellow]frameworks build skipped:[/] {exc}\nFramework adapter tests will be skipped.")
-            raise typer.Exit(0) from None
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+    client = docker_client_or_exit(skip_if_no_docker, "frameworks build", "Framework adapter tests")
     reporter = ConsoleReporter(verbose)
     table = Table("framework", "image", "seconds")
     for name in names:

@@ -17,51 +17,48 @@ from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.warehouse import Intervention, LLMCall, Replay, ReplayPurpose, Step, Trajectory, Verdict
+from rootstep.warehouse import (Annotation, Asked, Intervention, LLMCall, Replay, ReplayPurpose, Step, Trajectory,
+                                Usage, Verdict)
 
 from ._budget import Meter
 from ._confidence import Effect, effect
+from rootstep.tracers import match_agent
 
 T = TypeVar("T")
 
 
-class ReplayCost(BaseModel):
-    """What one re-simulation cost, and whether the gateway saw it diverge."""
+class ReplayOutcome(BaseModel):
+    """What a replay callable reports beside the run: its cost, and whether it can be trusted."""
 
     model_config = ConfigDict(extra="forbid")
 
-    live_calls: int = 0
-    replayed_calls: int = 0
-    """Prefix calls served from the recording (free)."""
-    tokens: int = 0
-    cost_usd: float = 0.0
-    duration_s: float = 0.0
+    cost: Usage = Field(default_factory=lambda: Usage(replays=1))
+    """Live calls (`llm_calls`), prefix calls served from the recording (free), tokens, USD, wall seconds."""
     divergence: str | None = None
     """The gateway's diff when a prefix request was not in the recording (the replay is not trusted)."""
     error: str | None = None
 
 
-ReplayFn = Callable[[Intervention], "tuple[Trajectory, Verdict, ReplayCost]"]
+ReplayFn = Callable[[Intervention], "tuple[Trajectory, Verdict, ReplayOutcome]"]
 """Re-simulate the run with one intervention; Omega's verdict on the result decides."""
 
 
 class ChatLike(Protocol):
     """`tracers.Chat` or anything called with one prompt that returns the answer text.
 
-    When it has `usage` (calls, prompt_tokens, completion_tokens, cost_usd) and `model`, tokens, cost
-    and the annotator's name are taken from them. Give each concurrent search its own instance: usage
+    When it has `usage` (a `Usage` that adds up its calls) and `model`, tokens, cost and the annotator's
+    name are taken from them. Give each concurrent search its own instance: usage
     is read as a before/after difference.
     """
 
     def __call__(self, prompt: str) -> str: ...
 
 
-class Asked(BaseModel):
-    """One LLM call of a search: the answer and, when it was rejected, why."""
-
-    prompt_name: str
-    answer: str
-    problem: str | None = None
+def with_transcript(annotation: Annotation, asked: Sequence[Asked], chat: Any) -> Annotation:
+    """The annotation with the search's analyzer / perturber calls as evidence (`Evidence.transcript`), and
+    the gateway run that journaled them when the chat went through one (`chat.gateway_run_id`)."""
+    return annotation.model_copy(update={"evidence": annotation.evidence.model_copy(update={
+        "transcript": list(asked), "transcript_run_id": getattr(chat, "gateway_run_id", None)})})
 
 
 def model_name(chat: Any, default: str) -> str:
@@ -69,16 +66,18 @@ def model_name(chat: Any, default: str) -> str:
 
 
 def call_llm(chat: ChatLike, prompt: str, meter: Meter) -> str:
-    """One metered call: counts the call, its tokens and cost (from `chat.usage` when present)."""
-    usage = getattr(chat, "usage", None)
-    before = (usage.prompt_tokens + usage.completion_tokens, usage.cost_usd) if usage is not None else (0, 0.0)
+    """One metered call: counts the call, its tokens and cost (what `chat.usage` grew by, when it has one)."""
+    before = getattr(chat, "usage", None)
+    before = before.model_copy() if isinstance(before, Usage) else None
     try:
         answer = chat(prompt)
     finally:
-        meter.llm_calls += 1
-        if usage is not None:
-            meter.llm_tokens += usage.prompt_tokens + usage.completion_tokens - before[0]
-            meter.llm_usd += usage.cost_usd - before[1]
+        after = getattr(chat, "usage", None)
+        spent = Usage(llm_calls=1)
+        if before is not None and isinstance(after, Usage):
+            spent = Usage(llm_calls=1, prompt_tokens=after.prompt_tokens - before.prompt_tokens,
+                          completion_tokens=after.completion_tokens - before.completion_tokens, usd=after.usd - before.usd)
+        meter.asked += spent
     return answer or ""
 
 
@@ -165,18 +164,19 @@ def ask_valid(
             except Exception as exc:  # a provider failure ends this proposal, not the search
                 log.append(Asked(prompt_name=prompt_name, answer="", problem=f"call failed: {type(exc).__name__}: {exc}"))
                 return None, f"{prompt_name}: call failed: {type(exc).__name__}: {str(exc)[:300]}"
+            call_id = getattr(chat, "last_call_id", None)
             if _cut(chat):
                 limit = getattr(chat, "max_tokens", "?")
                 grown = _grow(chat)
                 cut = f"cut at max_tokens={limit} (finish_reason=length)"
-                log.append(Asked(prompt_name=prompt_name, answer=answer,
+                log.append(Asked(prompt_name=prompt_name, answer=answer, call_id=call_id,
                                  problem=cut + (f"; asked again with max_tokens={grown}" if grown else "")))
                 if grown is None:
                     return None, f"{prompt_name}: the answer was {cut} and cannot be given more room"
                 continue
             reasks += 1
             value, problem = validate(answer)
-            log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem))
+            log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem, call_id=call_id))
             if problem is None:
                 return value, None
             previous = answer
@@ -237,6 +237,34 @@ def same_text(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
 
+_PLACEHOLDER = re.compile(r"\s*<[^<>\n]{2,200}>\s*")
+_NO_CHANGE = re.compile(r"^\W*no (?:changes?|corrections?|fix(?:es)?)(?: (?:is|are))? (?:needed|necessary|required)\b",
+                        re.IGNORECASE)
+_DESCRIBED = re.compile(
+    r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
+    r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)
+
+
+def not_the_step_itself(text: str, agent: str, field: str) -> str | None:
+    """Why `text`, offered as the replacement of a step by `agent`, is not a message that agent could have
+    written: the prompt's own placeholder copied back (a 1.5B model answered `"<the full corrupted text of
+    step 7>"`), or a description of the change in the third person ("The coder should have calculated ...",
+    "To correct this, the coder should have written: ..."), which the replay would hand to the next agent as
+    the agent's words. None when it reads as the message itself."""
+    if _PLACEHOLDER.fullmatch(text):
+        return f"{field} is the prompt's placeholder {text.strip()!r}, not the text of the step; write the step itself"
+    if _NO_CHANGE.match(text):
+        return (f"{field} says no change is needed ({text.strip()[:60]!r}): a replacement must change the step; when "
+                "the step is correct, say so in the form the prompt gives, or name another step")
+    first = re.split(r"(?<=[.!?:])\s|\n", text.strip(), maxsplit=1)[0]
+    match = _DESCRIBED.match(first)
+    if match and (match.group("who") is None or match_agent(match.group("who"), [agent]) is not None
+                  or match.group("who").lower() in ("agent", "the agent")):
+        return (f"{field} describes a change ({first[:80]!r}) instead of being the message: write the corrected step "
+                f"itself, in {agent}'s own words and format, as the replay will hand it to the next agent")
+    return None
+
+
 def try_intervention(
     trajectory: Trajectory,
     intervention: Intervention,
@@ -252,24 +280,19 @@ def try_intervention(
     trajectory's own verdict.
     """
     started = time.perf_counter()
-    if intervention.kind == "control":
-        meter.control_replays += 1
-    else:
-        meter.replays += 1
     result: Trajectory | None = None
     verdict: Verdict | None = None
     try:
-        result, verdict, cost = replay(intervention)
+        result, verdict, outcome = replay(intervention)
     except Exception as exc:
-        cost = ReplayCost(error=f"{type(exc).__name__}: {str(exc)[:2000]}")
-    duration = cost.duration_s or (time.perf_counter() - started)
-    meter.live_calls += cost.live_calls
-    meter.replayed_calls += cost.replayed_calls
-    meter.replay_tokens += cost.tokens
-    meter.replay_usd += cost.cost_usd
+        outcome = ReplayOutcome(error=f"{type(exc).__name__}: {str(exc)[:2000]}")
+    cost = outcome.cost.model_copy(update={"replays": 1, "seconds": round(outcome.cost.seconds or (time.perf_counter() - started), 6)})
+    if intervention.kind == "control":
+        meter.control_replays += 1
+    meter.replayed += cost
     if result is not None and result.parent_run_id is None:
         result = result.model_copy(update={"parent_run_id": trajectory.id})
-    decided = cost.error is None and cost.divergence is None and verdict is not None
+    decided = outcome.error is None and outcome.divergence is None and verdict is not None
     row = Replay(
         run_id=trajectory.id,
         framework=trajectory.framework,
@@ -279,47 +302,11 @@ def try_intervention(
         result_run_id=None if result is None else result.id,
         success_before=trajectory.success if success_before is None else success_before,
         success_after=verdict.success if decided else None,
-        live_calls=cost.live_calls,
-        replayed_calls=cost.replayed_calls,
-        tokens=cost.tokens,
-        cost_usd=cost.cost_usd,
-        duration_s=round(duration, 6),
-        divergence=cost.divergence,
-        error=cost.error,
+        cost=cost,
+        divergence=outcome.divergence,
+        error=outcome.error,
     )
     return row, result, verdict if decided else None
-
-
-def trajectory_vars(trajectory: Trajectory, max_prompt_chars: int) -> dict[str, Any]:
-    """Template variables for a run: steps (contents shortened evenly to fit) with kind, tool calls and
-    observation, and the agents."""
-    steps = trajectory.steps
-    total = sum(len(s.content) + len(s.observation or "") for s in steps)
-    limit = max(max_prompt_chars // max(len(steps), 1), 200) if total > max_prompt_chars else None
-
-    def cut(text: str | None) -> str | None:
-        if text is None or limit is None or len(text) <= limit:
-            return text
-        head = limit * 2 // 3
-        tail = limit - head
-        return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:]}"
-
-    return {
-        "steps": [
-            {
-                "index": s.index,
-                "agent": s.agent,
-                "kind": s.kind,
-                "content": cut(s.content),
-                "tool_calls": [json.dumps(t, sort_keys=True, default=str)[:500] for t in s.tool_calls],
-                # the model's own tool calls (OpenAI form), which a replacement must restate to change
-                "calls_tools": any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in s.tool_calls),
-                "observation": cut(s.observation),
-            }
-            for s in steps
-        ],
-        "agents": trajectory.agents,
-    }
 
 
 def verdict_feedback(verdict: Verdict | None, max_chars: int = 3000) -> str:
@@ -337,14 +324,14 @@ def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **
     """A `ReplayFn` over a framework adapter (`rootstep.adapters.base.Adapter.replay`).
 
     The adapter re-runs the framework against a gateway replay run and returns the new trajectory with
-    its verdict and `metadata["replay"]` (the gateway's live/replayed counts and divergence). A replay
+    its verdict and `replay` (`ReplayProvenance`: the gateway's live/replayed counts and divergence). A replay
     whose steps before the intervention differ from the recording is reported as a divergence: its
     verdict is not evidence about the intervention. An infrastructure failure (`AdapterError`: the
     container or the Docker daemon failed) is retried `retries` times before it is reported.
     """
     from rootstep.adapters.base import AdapterError
 
-    def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         started = time.perf_counter()
         for attempt in range(retries + 1):
             try:
@@ -353,22 +340,18 @@ def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **
             except AdapterError:
                 if attempt == retries:
                     raise
-        info = result.metadata.get("replay") or {}
-        divergence = info.get("divergence")
-        if divergence is None and info.get("prefix_identical") is False:
+        info = result.replay
+        divergence = None if info is None else info.divergence
+        if divergence is None and info is not None and not info.prefix_identical:
             divergence = f"the steps before step {intervention.step} differ from the recorded run"
         verdict = result.verdict
         error = None if verdict is not None else (result.metadata.get("error") or "the replayed run has no verdict")
-        cost = ReplayCost(
-            live_calls=int(info.get("live_calls") or 0),
-            replayed_calls=int(info.get("replayed_calls") or 0),
-            tokens=result.prompt_tokens + result.completion_tokens,
-            cost_usd=result.cost_usd,
-            duration_s=time.perf_counter() - started,
-            divergence=divergence,
-            error=None if error is None else str(error)[:2000],
-        )
-        return result, verdict if verdict is not None else Verdict(success=False), cost
+        cost = Usage(llm_calls=0 if info is None else info.live_calls,
+                     replayed_calls=0 if info is None else info.replayed_calls,
+                     prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens, usd=result.cost_usd,
+                     seconds=time.perf_counter() - started, replays=1)
+        outcome = ReplayOutcome(cost=cost, divergence=divergence, error=None if error is None else str(error)[:2000])
+        return result, verdict if verdict is not None else Verdict(success=False), outcome
 
     return replay
 

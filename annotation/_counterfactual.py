@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.benchmarks import Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
-from rootstep.prompts import render
+from rootstep.prompts import render, render_steps
 from rootstep.tracers import match_agent
 from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
 
@@ -45,10 +45,11 @@ from ._attempt import (
     edit_size,
     json_object,
     model_name,
+    not_the_step_itself,
     same_text,
-    trajectory_vars,
     try_intervention,
     verdict_feedback,
+    with_transcript,
 )
 from ._budget import Budget, Meter
 
@@ -66,13 +67,12 @@ class TaskContext(BaseModel):
     """Environment feedback beyond Omega's verdict (test output, tool errors); appended to it."""
     task: Task | None = None
     """The benchmark task (its verifier compares a fix's answer with the step's); a collected run's own
-    `metadata["task"]` by default."""
+    `recording.task` by default."""
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> "TaskContext":
-        task = trajectory.metadata.get("task")
         return cls(question=trajectory.question, ground_truth=trajectory.ground_truth,
-                   task=None if task is None else Task.model_validate(task))
+                   task=None if trajectory.recording is None else trajectory.recording.task)
 
 
 class Diagnosis(BaseModel):
@@ -246,6 +246,9 @@ def validate_diagnosis(
         return None, "suggested_tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
     if not isinstance(fix, str) or (not fix.strip() and tool_calls is None):
         return None, "suggested_fix must be the non-empty corrected text of the step"
+    not_itself = not_the_step_itself(fix, step.agent, "suggested_fix") if fix.strip() else None
+    if not_itself is not None:
+        return None, not_itself
     if same_text(fix, step.content) and tool_calls is None:
         return None, f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
     if tested and (step.index, " ".join(fix.split())) in tested and tool_calls is None:
@@ -285,7 +288,8 @@ class _Search:
             "question": context.question or trajectory.question,
             "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
             "feedback": feedback,
-            **trajectory_vars(trajectory, max_prompt_chars),
+            "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars)[0],
+            "agents": trajectory.agents,
         }
         self.attempts: list[Attempt] = []
         self.declined: list[Diagnosis] = []
@@ -511,9 +515,9 @@ class _Search:
             "search": search,
             "attempted_steps": [a.diagnosis.step for a in self.attempts],
             "declined_steps": [d.step for d in self.declined],
-            "analyzer_calls": self.meter.llm_calls,
-            "live_calls": self.meter.live_calls,
-            "replayed_calls": self.meter.replayed_calls,
+            "analyzer_calls": self.meter.asked.llm_calls,
+            "live_calls": self.meter.replayed.llm_calls,
+            "replayed_calls": self.meter.replayed.replayed_calls,
             "control_replays": self.meter.control_replays,
             "controls": self.controls,
             "repeats": self.repeats,
@@ -585,6 +589,7 @@ class _Search:
                                   replay_ids=[r.id for r in replays], notes=evidence_notes),
                 metadata=metadata,
             )
+        annotation = with_transcript(annotation, self.asked, self.analyzer)
         return CounterfactualResult(annotation=annotation, replays=replays, attempts=self.attempts,
                                     declined=self.declined, asked=self.asked, fixed_run=self.fixed_run,
                                     no_agent_error=finding, notes=self.notes)
@@ -612,10 +617,10 @@ def find_decisive_step(
         verdict: Omega's verdict on the run; its details are the analyzer's environment feedback.
         task_context: task text, ground truth and extra feedback; defaults to the trajectory's own.
         analyzer: the analyzer LLM (`tracers.Chat` or any `prompt -> text` callable).
-        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayCost)`.
+        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayOutcome)`.
             Prefix replay from the recording is what makes late interventions cheap.
         budget: limits of this search (`Budget()` by default).
-        max_prompt_chars: step contents are shortened evenly beyond this.
+        max_prompt_chars: the run's step texts are cut, longest first, to fit (`rootstep.prompts.render_steps`).
         verify: Omega as `(Task, answer) -> Verdict` (the flows pass the session's verifier): with the task
             (`task_context.task`, or the run's own), a fix that only re-states the step's answer verifies
             nothing, and an analyzer's "no agent error" is checked against the step it names.

@@ -30,8 +30,9 @@ from typing import Any
 from rootstep.warehouse import Task, TaskKind
 
 from ._errors import BenchmarkError, ValidationError
+from ._loaders import jsonl_objects
 from ._numeric import parse_number
-from ._registry import BenchmarkInfo, Loader, _BENCHMARKS, _ensure_builtin_benchmarks, verifier_info
+from ._registry import BENCHMARKS, BenchmarkInfo, Loader, verifier_info
 from ._settings import user_registry_dir
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
@@ -114,16 +115,9 @@ def validate_file(path: Path, verifier: str) -> list[dict[str, Any]]:
             lines = list(fh)
         except UnicodeDecodeError as exc:
             raise ValidationError([f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{path}: line {number}: not valid JSON: {exc.msg} (column {exc.colno})")
-            continue
-        if not isinstance(row, dict):
-            problems.append(f"{path}: line {number}: expected a JSON object, found {type(row).__name__}")
+    for number, row, problem in jsonl_objects(lines):
+        if row is None:
+            problems.append(f"{path}: line {number}: {problem}")
             continue
         for field, problem in _row_problems(row, verifier):
             problems.append(f"{path}: line {number}: {field}: {problem}")
@@ -167,8 +161,7 @@ def add_benchmark(
     path = Path(path)
     if not _NAME.match(name):
         raise BenchmarkError(f"benchmark name {name!r}: use 1-64 letters, digits, '.', '_', '+', '-'")
-    _ensure_builtin_benchmarks()
-    if name in _BENCHMARKS:
+    if name in BENCHMARKS:
         raise BenchmarkError(f"benchmark name {name!r} is a built-in benchmark; choose another name")
     folder = registry or user_registry_dir()
     if (folder / f"{name}.json").exists() and not force:

@@ -9,7 +9,8 @@ Routes (any OpenAI client: set `base_url` to the part before `/chat/completions`
 - `POST /v1/chat/completions`: run from `X-Rootstep-Run` (else the gateway's default run), agent as above.
 Optional headers on a call: `X-Rootstep-Step` (the step index it produces) and `X-Rootstep-Purpose`
 (`step`, `speaker_selection`, `parse_retry`, `planning`, `summary`, `other`). Responses carry
-`X-Rootstep-Call-Id` (link it to the step: `Step.call_ids`) and `X-Rootstep-Mode`.
+`X-Rootstep-Call-Id` (link it to the step: `Step.call_ids`), `X-Rootstep-Mode` and (non-streaming)
+`X-Rootstep-Cost-Usd`.
 Admin routes (`/admin/...`) register runs, report stats and flush to a warehouse; when the gateway has
 an admin token they need `Authorization: Bearer <token>`. The `Authorization` header of a call itself is
 ignored: the provider's key is the gateway's, never the client's.
@@ -86,7 +87,8 @@ def create_app(gateway: Gateway, *, admin_token: str | None = None) -> FastAPI:
             return _error(exc.status_code, exc.kind, str(exc))
         except ValueError as exc:
             return _error(400, "invalid_request_error", str(exc))
-        return _json(response, {"x-rootstep-call-id": call.id, "x-rootstep-mode": call.mode})
+        return _json(response, {"x-rootstep-call-id": call.id, "x-rootstep-mode": call.mode,
+                                "x-rootstep-cost-usd": repr(call.cost_usd)})
 
     async def stream_command(run_id: str | None, agent: str, body: dict[str, Any], meta: CallMeta) -> Response:
         events = gateway.stream(run_id, agent, body, meta)
@@ -163,23 +165,24 @@ def create_app(gateway: Gateway, *, admin_token: str | None = None) -> FastAPI:
             return _error(400, "invalid_request_error", str(exc))
         return _json({"registered": ctx.run_id, "mode": ctx.mode})
 
-    @app.get("/admin/runs/{run_id}")
-    async def admin_stats(request: Request, run_id: str) -> Response:
+    def admin_run(request: Request, run_id: str, action: Any) -> Response:
+        """`action(run_id)`'s stats as JSON, for the admin token only; 404 when the run is not registered."""
         if not admin_ok(request):
             return _error(401, "unauthorized", "admin routes need the gateway's admin token")
         try:
-            return _json(gateway.stats(run_id).as_dict())
+            return _json(action(run_id).as_dict())
         except UnknownRun as exc:
             return _error(404, "unknown_run", str(exc))
+        except KeyError:
+            return _error(404, "unknown_run", f"run {run_id!r} is not registered")
+
+    @app.get("/admin/runs/{run_id}")
+    async def admin_stats(request: Request, run_id: str) -> Response:
+        return admin_run(request, run_id, gateway.stats)
 
     @app.delete("/admin/runs/{run_id}")
     async def admin_unregister(request: Request, run_id: str) -> Response:
-        if not admin_ok(request):
-            return _error(401, "unauthorized", "admin routes need the gateway's admin token")
-        try:
-            return _json(gateway.unregister(run_id).as_dict())
-        except KeyError:
-            return _error(404, "unknown_run", f"run {run_id!r} is not registered")
+        return admin_run(request, run_id, gateway.unregister)
 
     @app.post("/admin/flush")
     async def admin_flush(request: Request) -> Response:

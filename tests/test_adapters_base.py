@@ -10,7 +10,7 @@ import pytest
 
 from rootstep.adapters import adapter_class, get_adapter, list_adapters, register_adapter
 from rootstep.adapters.base import Adapter, AdapterError, _parse_output, link_steps
-from rootstep.warehouse import Intervention, LLMCall, Step, Trajectory
+from rootstep.warehouse import Intervention, LLMCall, MissingRecording, Recording, Step, Trajectory
 
 from ._adapter_support import add_task
 
@@ -35,18 +35,20 @@ def test_registry_lists_and_builds_adapters():
         get_adapter("nope")
 
 
-def test_register_adapter_adds_a_framework(monkeypatch):
-    import rootstep.adapters as registry
+def test_register_adapter_adds_a_framework():
+    from rootstep.adapters import ADAPTERS
 
-    # a private registry, so the toy framework does not leak into later tests' "known:" lists
-    monkeypatch.setattr(registry, "_EXTRA", {})
+    # a scoped registry, so the toy framework does not leak into later tests' "known:" lists
+    with ADAPTERS.scoped():
 
-    @register_adapter
-    class Toy(Adapter):
-        name = "toy-test"
-        agents = ("a",)
+        @register_adapter
+        class Toy(Adapter):
+            name = "toy-test"
+            agents = ("a",)
 
-    assert "toy-test" in list_adapters() and isinstance(get_adapter("toy-test"), Toy)
+        assert "toy-test" in list_adapters() and isinstance(get_adapter("toy-test"), Toy)
+        assert ADAPTERS.entry("toy-test").label == "registered in code"
+    assert "toy-test" not in list_adapters()
 
 
 def test_link_steps_by_step_index_agent_and_leftovers():
@@ -88,19 +90,33 @@ def test_driver_output_is_found_after_framework_noise():
         _parse_output("<<<ROOTSTEP_TRAJECTORY>>>{broken")
 
 
+def test_driver_output_follows_the_one_contract_the_drivers_import():
+    """`MARKER` and `DriverOutput` live in `_episode.py` (what the drivers import inside the container); a
+    line that breaks the contract names the contract and the field."""
+    from rootstep.adapters._drivers import _episode
+
+    line = _episode.MARKER + '{"steps": [{"agent": "coder", "content": "x", "started_at": 1.5}], "final_answer": "3"}'
+    assert _parse_output(line) == {"steps": [{"agent": "coder", "content": "x", "started_at": 1.5}], "final_answer": "3"}
+    with pytest.raises(AdapterError, match=r"driver-output contract \(DriverOutput in adapters/_drivers/_episode.py\)"
+                                           r"(.|\n)*steps\.0\.index"):
+        _parse_output(_episode.MARKER + '{"steps": [{"index": "first"}]}')
+    with pytest.raises(AdapterError, match=r"(.|\n)*answer\n  Extra inputs are not permitted"):
+        _parse_output(_episode.MARKER + '{"steps": [], "answer": "3"}')
+
+
 def _recorded() -> Trajectory:
     task = add_task()
     return Trajectory(
         framework="ag2", benchmark="mbpp", task_id="add",
         steps=[Step(index=0, agent="executor", kind="human", content="task"),
                Step(index=1, agent="coder", content="code", call_ids=["call_1"])],
-        metadata={"gateway_run_id": "ag2-run", "task": task.model_dump(mode="json")},
+        recording=Recording(gateway_run_id="ag2-run", task=task),
     )
 
 
 def test_replay_refuses_what_cannot_be_replayed():
     adapter = get_adapter("ag2")
-    with pytest.raises(AdapterError, match="not collected by a rootstep adapter"):
+    with pytest.raises(MissingRecording, match="field `recording` is empty: it was not collected by a rootstep adapter"):
         adapter.replay(Trajectory(framework="ag2", benchmark="mbpp", task_id="x"))
     with pytest.raises(AdapterError, match="cannot be replayed by the smolagents adapter"):
         get_adapter("smolagents").replay(_recorded())

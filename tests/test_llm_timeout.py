@@ -1,8 +1,9 @@
-"""The analyzer / perturber call's time limit (`Chat.timeout`, `Limits.llm_seconds`, `--llm-seconds`).
+"""The analyzer / perturber call's time limit (`Limits.llm_seconds`, `--llm-seconds`).
 
 A capable analyzer answered by hand (the `hand-model` endpoint of the issue-23 slice) takes minutes per
-answer; litellm cut every call at 600 s whatever rootstep asked, and the OpenAI client's retry then
-queued the same question again. The endpoint here is a real OpenAI-compatible HTTP server that answers
+answer; litellm cut every call at 600 s whatever rootstep asked, and the retry then queued the same
+question again. The analyzer's calls go through the session's gateway, whose provider call gets the
+limit as litellm's `timeout`. The endpoint here is a real OpenAI-compatible HTTP server that answers
 after a delay."""
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rootstep.flows._session import Limits, Session
-from rootstep.tracers import Chat
+from rootstep.flows._session import Limits, open_session
 from rootstep.warehouse import Step, Trajectory, Verdict
+
+RUN = Trajectory(framework="ag2", benchmark="gsm8k", task_id="t", question="2+2?",
+                 steps=[Step(index=0, agent="coder", kind="agent", content="5")], final_answer="5",
+                 verdict=Verdict(success=False))
 
 
 @pytest.fixture
@@ -51,31 +55,34 @@ def slow_endpoint():
     server.shutdown()
 
 
-def test_a_call_waits_as_long_as_its_timeout_allows(slow_endpoint):
-    api_base, requests = slow_endpoint
-    chat = Chat("openai/hand-analyzer", api_base=api_base, timeout=30, extra={"api_key": "x", "max_retries": 0})
-    assert chat("diagnose") == '{"ok": true}'
-    assert chat.usage.calls == 1 and len(requests) == 1
-
-
-def test_a_call_longer_than_its_timeout_fails(slow_endpoint):
-    import litellm
-
-    api_base, _ = slow_endpoint
-    chat = Chat("openai/hand-analyzer", api_base=api_base, timeout=0.3, extra={"api_key": "x", "max_retries": 0})
-    with pytest.raises(litellm.Timeout):
-        chat("diagnose")
-
-
-def test_the_annotation_flows_analyzer_takes_the_sessions_llm_seconds():
+def _analyzer(tmp_path, monkeypatch, api_base: str, seconds: float):
     from rootstep.flows.annotate import _chat
 
-    run = Trajectory(framework="ag2", benchmark="gsm8k", task_id="t", question="2+2?",
-                     steps=[Step(index=0, agent="coder", kind="agent", content="5")], final_answer="5",
-                     verdict=Verdict(success=False))
-    session = Session(None, None, None, limits=Limits(llm_seconds=2400))
-    assert _chat(session, "openai/hand-analyzer", None, run).chat.timeout == 2400
-    assert _chat(Session(None, None, None), "openai/hand-analyzer", None, run).chat.timeout == 600
+    monkeypatch.setenv("OPENAI_API_BASE", api_base)
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    session = open_session(str(tmp_path / "wh"), limits=Limits(llm_seconds=seconds))
+    return session, _chat
+
+
+def test_the_analyzer_waits_as_long_as_llm_seconds_allows(tmp_path, monkeypatch, slow_endpoint):
+    api_base, requests = slow_endpoint
+    opened, chat_for = _analyzer(tmp_path, monkeypatch, api_base, 30)
+    with opened as session:
+        chat = chat_for(session, "openai/hand-analyzer", None, RUN, "analyzer")
+        assert chat("diagnose") == '{"ok": true}'
+    assert len(requests) == 1
+
+
+def test_an_analyzer_call_longer_than_llm_seconds_fails(tmp_path, monkeypatch, slow_endpoint):
+    from rootstep.tracers._llm import GatewayCallError
+
+    api_base, requests = slow_endpoint
+    opened, chat_for = _analyzer(tmp_path, monkeypatch, api_base, 0.3)
+    with opened as session:
+        chat = chat_for(session, "openai/hand-analyzer", None, RUN, "analyzer")
+        with pytest.raises(GatewayCallError, match="(?i)timeout|timed out"):
+            chat("diagnose")
+    assert requests  # it was asked, and cut
 
 
 def test_annotate_and_pipeline_take_llm_seconds():

@@ -17,11 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from rootstep.warehouse import Annotation, Cost, Evidence, Trajectory, Warehouse
+from rootstep.warehouse import Annotation, Evidence, Trajectory, Warehouse
 
 from ._baselines import attach_baselines
 from ._learned import DEFAULT_FOLDS, DEFAULT_TEXT_DIMS, Example, cross_validate, cv_model_name
-from ._methods import NO_PROVIDER, TRACERS, Attribution, TracerError, run_tracer
+from ._methods import NO_PROVIDER, Attribution, TracerError, run_tracer, tracer_fn
 from ._scoring import Scored, score_by
 from ._training import task_folds
 
@@ -49,7 +49,7 @@ def to_annotation(run_id: str, t: Trajectory, a: Attribution, annotator: str | N
         status="labelled" if labelled else "unresolved",
         annotator=annotator or annotator_name(a.method, a.model, a.with_ground_truth),
         evidence=Evidence(reason=a.reason, notes=notes),
-        cost=Cost(llm_calls=a.llm_calls, tokens=a.prompt_tokens + a.completion_tokens, usd=a.cost_usd, seconds=a.seconds),
+        cost=a.cost,
         metadata={"answers": a.answers} | ({"details": a.details} if a.details else {}),
     )
 
@@ -159,8 +159,7 @@ def evaluate(
     imported traces), stored but not scored (`learned` predicts those with the newest saved model).
     `where`: an SQL condition over the `runs` view restricting both.
     """
-    if method not in TRACERS:
-        raise ValueError(f"method {method!r} is unknown; choose one of {', '.join(sorted(TRACERS))}")
+    tracer_fn(method)  # ValueError listing the methods
     condition, params = gold_condition(subset, framework, benchmark)
     gold = warehouse.rows(
         f"SELECT l.run_id, l.agent, l.step, l.method, r.framework, r.benchmark FROM labels l JOIN runs r ON r.id = l.run_id "
@@ -218,7 +217,7 @@ def evaluate(
             previous[annotation.run_id] = as_prediction(attribution)
             why[annotation.run_id] = (attribution.reason, attribution.error or "")
             result.predicted += 1
-            result.seconds += attribution.seconds
+            result.seconds += attribution.cost.seconds
             if not attribution.ok:
                 result.errors.append(attribution.error or "no prediction")
             if progress:

@@ -1,4 +1,5 @@
-"""Chat calls for the attribution methods: litellm for every provider, usage counted per method run."""
+"""Chat calls for the attribution methods, the analyzer and the perturber: litellm for every provider, or
+through a rootstep gateway run (journaled and costed like an agent's call); usage counted per method run."""
 
 from __future__ import annotations
 
@@ -6,14 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass
-class Usage:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
+from rootstep.warehouse import Usage
 
 
 def ensure_provider(model: str) -> None:
@@ -29,37 +23,47 @@ def ensure_provider(model: str) -> None:
         install_local_provider()
 
 
+GATEWAY_PURPOSE = "annotation"
+"""The `X-Rootstep-Purpose` of a call made through a gateway route (`llm_calls.purpose`)."""
+
+
 @dataclass
 class Chat:
     """One model, called with a single user prompt at a time; `usage` adds up every call.
 
-    `api_base` routes the calls through a rootstep gateway (or any OpenAI-compatible endpoint).
-    `timeout`: seconds one call may take before it fails (None: litellm's own limit, 600 s unless
-    `REQUEST_TIMEOUT` is set); raise it for a model that answers slowly, such as one answered by hand.
+    `api_base` sends the calls to an OpenAI-compatible endpoint through litellm. `gateway_route` (a
+    `GatewayServer.base_url(run_id, agent)`) sends them through that rootstep gateway run instead: the
+    gateway calls the run's model, journals every call as an `LLMCall` of `gateway_run_id` (purpose
+    `annotation`), and costs it; `last_call_id` names the last call's row. `extra` (for example
+    `response_format`) goes with every request either way.
     """
 
     model: str
     api_base: str | None = None
     temperature: float = 0.0
     max_tokens: int = 512
-    timeout: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     """The last answer's finish reason: `length` means it was cut at `max_tokens` (never parse it as is)."""
+    gateway_route: str | None = None
+    gateway_run_id: str | None = None
+    last_call_id: str | None = None
 
     def __post_init__(self) -> None:
-        ensure_provider(self.model)
+        if self.gateway_route is None:
+            ensure_provider(self.model)
 
     def __call__(self, prompt: str) -> str:
+        self.last_call_id = None
+        if self.gateway_route is not None:
+            return self._through_gateway(prompt)
         import litellm
 
         start = time.perf_counter()
         kwargs: dict[str, Any] = dict(self.extra)
         if self.api_base:
             kwargs["api_base"] = self.api_base
-        if self.timeout is not None:
-            kwargs["timeout"] = self.timeout
         response = litellm.completion(
             model=self.model,
             messages=[{"role": "user", "content": prompt}],
@@ -67,15 +71,45 @@ class Chat:
             max_tokens=self.max_tokens,
             **kwargs,
         )
-        self.usage.calls += 1
-        self.usage.seconds += time.perf_counter() - start
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            self.usage.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
-            self.usage.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+        counts = getattr(response, "usage", None)
         try:
-            self.usage.cost_usd += litellm.completion_cost(completion_response=response) or 0.0
+            usd = litellm.completion_cost(completion_response=response) or 0.0
         except Exception:  # unknown price (local, scripted, self-hosted models): no cost to add
-            pass
+            usd = 0.0
+        self.usage += Usage(llm_calls=1, prompt_tokens=getattr(counts, "prompt_tokens", 0) or 0,
+                            completion_tokens=getattr(counts, "completion_tokens", 0) or 0, usd=usd,
+                            seconds=time.perf_counter() - start)
         self.finish_reason = getattr(response.choices[0], "finish_reason", None)
         return response.choices[0].message.content or ""
+
+    def _through_gateway(self, prompt: str) -> str:
+        """One call to the gateway route; a refused or failed call raises with the gateway's message."""
+        import httpx
+
+        start = time.perf_counter()
+        body = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+                "temperature": self.temperature, "max_tokens": self.max_tokens, **self.extra}
+        response = httpx.post(f"{self.gateway_route}/chat/completions", json=body,
+                              headers={"X-Rootstep-Purpose": GATEWAY_PURPOSE},
+                              timeout=httpx.Timeout(None, connect=30.0))
+        seconds = time.perf_counter() - start
+        if response.status_code != 200:
+            self.usage += Usage(seconds=seconds)
+            try:
+                message = response.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text[:500]
+            raise GatewayCallError(f"gateway run {self.gateway_run_id}: HTTP {response.status_code}: {message}")
+        self.last_call_id = response.headers.get("x-rootstep-call-id")
+        data = response.json()
+        counts = data.get("usage") or {}
+        self.usage += Usage(llm_calls=1, prompt_tokens=int(counts.get("prompt_tokens") or 0),
+                            completion_tokens=int(counts.get("completion_tokens") or 0),
+                            usd=float(response.headers.get("x-rootstep-cost-usd") or 0.0), seconds=seconds)
+        choice = data["choices"][0]
+        self.finish_reason = choice.get("finish_reason")
+        return (choice.get("message") or {}).get("content") or ""
+
+
+class GatewayCallError(RuntimeError):
+    """A call through a gateway route that the gateway refused or whose provider failed."""

@@ -11,9 +11,10 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ._ids import content_id
+from .errors import MissingRecording
 
 StepKind = Literal["agent", "tool", "environment", "human"]
 """Only `agent` steps are LLM-produced and can be decisive errors; the others are kept all the same."""
@@ -23,7 +24,8 @@ AnnotationStatus = Literal["labelled", "unresolved", "verifier_suspect", "not_ca
 """`not_causal`: a fix (or corruption) flipped the run, but so did a control replay with the step unchanged;
 `unproven_earliest`: a causal flip whose earlier agent steps were not all tested or cleared. Neither is a label."""
 CallMode = Literal["live", "replayed", "forced", "cached"]
-CallPurpose = Literal["step", "speaker_selection", "parse_retry", "planning", "summary", "other"]
+CallPurpose = Literal["step", "speaker_selection", "parse_retry", "planning", "summary", "other", "annotation"]
+"""`annotation`: an analyzer's or perturber's call (its run is the search's, not a framework episode's)."""
 ReplayPurpose = Literal["counterfactual", "fault_injection", "exact", "other"]
 TaskKind = Literal["coding", "math", "qa", "agentic"]
 
@@ -47,6 +49,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class _Partitioned(_Model):
+    """A model stored under folders named by its `framework` and `benchmark`: both are checked as such."""
+
+    @field_validator("framework", "benchmark", check_fields=False)
+    @classmethod
+    def _partition_names(cls, value: str, info: ValidationInfo) -> str:
+        return _partition_value(value, str(info.field_name))
+
+
 class Verdict(_Model):
     """The outcome of the success function Omega on one run."""
 
@@ -55,7 +66,7 @@ class Verdict(_Model):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class Task(_Model):
+class Task(_Partitioned):
     """One benchmark task: what an agent system is asked, and what Omega checks it against."""
 
     benchmark: str
@@ -66,7 +77,6 @@ class Task(_Model):
     kind: TaskKind
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def id(self) -> str:
@@ -99,7 +109,53 @@ class Step(_Model):
         return [self.index, self.agent, self.kind, self.role, self.content, self.tool_calls, self.observation]
 
 
-class Trajectory(_Model):
+class SystemRef(_Model):
+    """The system file a run was collected from (`--system FILE`): enough for another process to register
+    it again before it replays the run."""
+
+    file: str = Field(min_length=1)
+    name: str
+    digest: str
+
+
+class Recording(_Model):
+    """How a run was recorded by a rootstep adapter: what a replay needs to re-run it.
+
+    Runs imported from trace files or Who&When have none (they cannot be replayed)."""
+
+    gateway_run_id: str = Field(min_length=1)
+    """The gateway run that journaled the run's LLM calls (`llm_calls.run_id`)."""
+    task: Task
+    """The whole task, so a replay re-runs exactly what was run."""
+    agent_models: dict[str, str] = Field(default_factory=dict)
+    """Per-agent overrides of `Trajectory.model`."""
+    image: str | None = None
+    """The sandbox image the episode ran in."""
+    framework_version: str | None = None
+    """The framework's version as the driver reported it inside the image."""
+    system: SystemRef | None = None
+    """The system file of a system-file run."""
+
+
+class ReplayProvenance(_Model):
+    """What a replayed run re-simulates (`Trajectory.parent_run_id` is the run) and what the gateway saw."""
+
+    of_gateway_run_id: str
+    """The recorded gateway run whose calls served the prefix."""
+    intervention: Intervention | None = None
+    """None for an exact replay; otherwise which step was forced, with what, and its kind."""
+    live_calls: int = 0
+    replayed_calls: int = 0
+    forced_calls: int = 0
+    divergence: str | None = None
+    """The gateway's diff when a prefix request was not in the recording."""
+    prefix_identical: bool = False
+    """The steps before the intervention equal the recording's."""
+    identical: bool = False
+    """An exact replay that reproduced every step."""
+
+
+class Trajectory(_Partitioned):
     """A run of one framework on one task: ordered steps, the final answer, Omega's verdict, provenance."""
 
     framework: str
@@ -121,10 +177,20 @@ class Trajectory(_Model):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    recording: Recording | None = None
+    """How a rootstep adapter recorded the run (None for imported runs)."""
+    replay: ReplayProvenance | None = None
+    """For a replayed run: what it re-simulates and what the gateway saw."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
+    def recorded(self) -> Recording:
+        """The recording; a `MissingRecording` naming the run and the field when there is none."""
+        if self.recording is None:
+            raise MissingRecording(
+                f"run {self.id} ({self.framework}/{self.benchmark}/{self.task_id}): field `recording` is empty: "
+                f"it was not collected by a rootstep adapter (source {self.source!r}), so it has no gateway run "
+                "id and task to replay")
+        return self.recording
 
     @model_validator(mode="after")
     def _steps_are_ordered(self) -> "Trajectory":
@@ -159,7 +225,7 @@ class Trajectory(_Model):
         return None if self.verdict is None else self.verdict.success
 
 
-class LLMCall(_Model):
+class LLMCall(_Partitioned):
     """One chat-completion call that went through the gateway, matched on replay by its key."""
 
     run_id: str
@@ -184,9 +250,6 @@ class LLMCall(_Model):
     cost_usd: float = 0.0
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
-
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def id(self) -> str:
@@ -214,7 +277,49 @@ class Intervention(_Model):
     the requests after the first forced step are new). Each must be an agent step after `step`."""
 
 
-class Replay(_Model):
+class Usage(_Model):
+    """What some work cost: the one cost type of rootstep, added up with `+` (and `sum(..., Usage())`).
+
+    It is a label's cost (`Annotation.cost`), a replay's (`Replay.cost`), what a search has spent
+    (`rootstep.annotation.Meter`), an attribution method's (`tracers.Attribution.cost`, a `tracers.Chat`'s
+    `usage`) and what the gateway served a run (`gateway.RunStats.usage`). Stored in the warehouse's
+    `cost_*` columns of `annotations` and the `live_calls`, `replayed_calls`, `tokens`, `cost_usd`,
+    `duration_s` columns of `replays` (the token split in `prompt_tokens` / `completion_tokens` beside them).
+    """
+
+    llm_calls: int = Field(default=0, ge=0)
+    """Calls a model answered live (paid): the analyzer's, the perturber's or a tracer's, and a replay's live
+    calls after its intervention. A replay row's `live_calls` column."""
+    replayed_calls: int = Field(default=0, ge=0)
+    """Calls served from a recording (free): the prefix of a replay."""
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    usd: float = 0.0
+    """Money, where the provider's price is known (litellm's price list); 0 for local, scripted and
+    self-hosted models, whose price is unknown."""
+    seconds: float = 0.0
+    """Wall time."""
+    replays: int = Field(default=0, ge=0)
+    """Re-simulations run (controls and repeats of a flip included)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
+
+    def __radd__(self, other: Any) -> "Usage":
+        return self if other == 0 else NotImplemented  # sum(usages) starts from 0
+
+    def rounded(self) -> "Usage":
+        """USD to 10 and seconds to 6 decimals: what is stored and shown, free of float noise."""
+        return self.model_copy(update={"usd": round(self.usd, 10), "seconds": round(self.seconds, 6)})
+
+
+class Replay(_Partitioned):
     """One re-simulation of a run with an intervention, and what Omega said of it."""
 
     run_id: str
@@ -226,17 +331,12 @@ class Replay(_Model):
     result_run_id: str | None = None
     success_before: bool | None = None
     success_after: bool | None = None
-    live_calls: int = 0
-    replayed_calls: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    duration_s: float = 0.0
+    cost: Usage = Field(default_factory=lambda: Usage(replays=1))
+    """The re-simulation's cost (`replays` = 1): its live calls (`llm_calls`), the prefix calls served from the
+    recording, tokens, USD and wall seconds."""
     divergence: str | None = None
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
-
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def flipped(self) -> bool:
@@ -252,27 +352,36 @@ class Replay(_Model):
         return content_id("rpl", self.run_id, self.purpose, intervention, self.result_run_id, self.error)
 
 
+class Asked(_Model):
+    """One analyzer / perturber call of a search: which prompt, the answer and, when it was rejected, why."""
+
+    prompt_name: str
+    answer: str
+    problem: str | None = None
+    call_id: str | None = None
+    """The `llm_calls` row of the call (its full request and response), when it went through the gateway."""
+
+
 class Evidence(_Model):
-    """Why a label holds: the replays that prove it, the reason, and the fix or corruption applied."""
+    """Why a label holds: the replays that prove it, the reason, the fix or corruption applied, and the
+    analyzer's / perturber's transcript (not part of the annotation's id: re-asked samples differ)."""
 
     reason: str | None = None
     fix: str | None = None
     corruption: str | None = None
     replay_ids: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    transcript: list[Asked] = Field(default_factory=list)
+    """Every analyzer / perturber call of the search, in order (`rootstep show` lists them)."""
+    transcript_run_id: str | None = None
+    """The gateway run that journaled those calls (`llm_calls.run_id`)."""
+
+    def identity(self) -> dict[str, Any]:
+        """What of the evidence names the annotation (its id): all but the transcript."""
+        return self.model_dump(exclude={"transcript", "transcript_run_id"})
 
 
-class Cost(_Model):
-    """What producing one label cost."""
-
-    llm_calls: int = 0
-    tokens: int = 0
-    usd: float = 0.0
-    seconds: float = 0.0
-    replays: int = 0
-
-
-class Annotation(_Model):
+class Annotation(_Partitioned):
     """A who/when label on a run; or, with status `unresolved`, the record that none was found; or, with
     status `verifier_suspect`, the finding that no agent erred and the verdict is the check's fault (the
     analyzer said so, or a fix that only re-formatted the answer turned the run into a success). Only
@@ -291,12 +400,9 @@ class Annotation(_Model):
     annotator: str = ""
     """Who produced the label: a model name, a tracer method, or the human-labelled source."""
     evidence: Evidence = Field(default_factory=Evidence)
-    cost: Cost = Field(default_factory=Cost)
+    cost: Usage = Field(default_factory=Usage)
     created_at: datetime = Field(default_factory=utcnow)
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @model_validator(mode="after")
     def _labelled_has_who_and_when(self) -> "Annotation":
@@ -316,5 +422,9 @@ class Annotation(_Model):
             self.agent,
             self.step,
             self.status,
-            self.evidence.model_dump(),
+            self.evidence.identity(),
         )
+
+
+ReplayProvenance.model_rebuild()
+Trajectory.model_rebuild()
