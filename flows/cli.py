@@ -181,6 +181,9 @@ RepeatsOpt = typer.Option(1, "--repeats", min=1,
                                "counts on both sides give the label's confidence (a Wilson interval on the difference).")
 MinConfidenceOpt = typer.Option(0.0, "--min-confidence", min=0.0, max=1.0,
                                 help="Labels below this confidence are stored but not verified (out of `labels`).")
+RecheckOpt = typer.Option(0, "--recheck", min=0,
+                          help="Also re-annotate N labelled failures from scratch (fresh analyzer samples, another "
+                               "candidate order) and report how often (agent, step) agree.")
 MaxReplaysOpt = typer.Option(None, "--max-replays", min=0,
                              help="Replays per label (budget; controls apart). Default: what the run's length needs "
                                   "(every agent step, the ranked candidates and a joint fix).")
@@ -253,6 +256,8 @@ def pipeline_cmd(
                                                 "never yields a label whose earlier steps were not tried)."),
     controls: int = ControlsOpt,
     repeats: int = RepeatsOpt,
+    min_confidence: float = MinConfidenceOpt,
+    recheck: int = RecheckOpt,
     counterfactual: bool = typer.Option(True, help="Annotate failures by counterfactual replay."),
     inject: bool = typer.Option(True, help="Annotate successes by fault injection."),
     per_model: int = typer.Option(2, help="Concurrent episodes per model (local models: 1)."),
@@ -281,8 +286,8 @@ def pipeline_cmd(
         frameworks=framework, benchmarks=benchmarks, model=model, analyzer_model=analyzer_model,
         perturber_model=perturber_model, seed=seed, budget=budget, counterfactual=counterfactual, inject=inject,
         warehouse=warehouse, limits=_limits(per_model, sandboxes, episode_seconds), runner=where,
-        include_suspect=include_suspect, causality=_causality(controls, repeats),
-        inject_mode=inject_mode.value, max_tokens=max_tokens))
+        include_suspect=include_suspect, causality=_causality(controls, repeats, min_confidence),
+        inject_mode=inject_mode.value, max_tokens=max_tokens, recheck=recheck))
     if as_json:
         console.print_json(report.model_dump_json())
 
@@ -342,9 +347,7 @@ def annotate_cmd(
     controls: int = ControlsOpt,
     repeats: int = RepeatsOpt,
     min_confidence: float = MinConfidenceOpt,
-    recheck: int = typer.Option(0, "--recheck", min=0,
-                                help="Also re-annotate N labelled failures from scratch (fresh analyzer samples, "
-                                     "another candidate order) and report how often (agent, step) agree."),
+    recheck: int = RecheckOpt,
     include_suspect: bool = IncludeSuspectOpt,
     inject_mode: InjectMode = InjectModeOpt,
     max_tokens: Optional[int] = MaxTokensOpt,

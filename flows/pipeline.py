@@ -15,6 +15,7 @@ running the pipeline again only does what is missing (and a crashed pipeline res
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from prefect import flow
@@ -28,6 +29,7 @@ from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, open_sessi
 from .annotate import AnnotatedRun, AnnotateReport, Causality
 from .annotate import counterfactual as counterfactual_flow
 from .annotate import inject as inject_flow
+from .annotate import recheck as recheck_flow
 from .collect import CollectedRun, CollectReport
 from .collect import collect as collect_flow
 
@@ -77,22 +79,26 @@ class PipelineReport(BaseModel):
     stage_seconds: dict[str, float] = Field(default_factory=dict)
 
     def counts(self) -> dict[str, Any]:
+        """Collection counts, annotation outcomes by status (re-checks apart: they re-do a label) and re-checks."""
         c = CollectReport(runs=self.collected).counts()
-        c["labelled"] = sum(1 for a in self.annotated if a.status == "labelled")
-        c["unresolved"] = sum(1 for a in self.annotated if a.status == "unresolved")
-        c["verifier_suspect"] = sum(1 for a in self.annotated if a.status == "verifier_suspect")
-        c["verdict_suspect"] = sum(1 for a in self.annotated if a.status == "verdict_suspect")
-        c["not_flipped"] = sum(1 for a in self.annotated if a.status == "not_flipped")
-        c["not_causal"] = sum(1 for a in self.annotated if a.status == "not_causal")
-        c["unproven_earliest"] = sum(1 for a in self.annotated if a.status == "unproven_earliest")
-        c["annotation_errors"] = sum(1 for a in self.annotated if a.status == "error")
+        first = Counter(a.status for a in self.annotated if a.recheck_of is None)
+        for key, status in (("labelled", "labelled"), ("unresolved", "unresolved"),
+                            ("verifier_suspect", "verifier_suspect"), ("verdict_suspect", "verdict_suspect"),
+                            ("not_flipped", "not_flipped"), ("not_causal", "not_causal"),
+                            ("unproven_earliest", "unproven_earliest"), ("annotation_errors", "error")):
+            c[key] = first[status]
+        rechecks = [a for a in self.annotated if a.recheck_of is not None]
+        c["rechecks"] = len(rechecks)
+        c["rechecks_agreeing"] = sum(1 for a in rechecks if a.agrees)
         return c
 
     def render(self) -> str:
         """The table of what was annotated and the SQL to explore it (plain text)."""
-        head = ["method", "framework", "benchmark", "task", "status", "agent", "step", "replays", "llm calls", "seconds"]
+        head = ["method", "framework", "benchmark", "task", "status", "agent", "step", "replays", "llm calls", "seconds",
+                "re-check"]
         rows = [[a.method, a.framework, a.benchmark, a.task_id, a.status, a.agent or "-",
-                 "-" if a.step is None else str(a.step), str(a.replays), str(a.llm_calls), f"{a.seconds:.1f}"]
+                 "-" if a.step is None else str(a.step), str(a.replays), str(a.llm_calls), f"{a.seconds:.1f}",
+                 "" if a.recheck_of is None else ("agrees" if a.agrees else "lands elsewhere")]
                 for a in self.annotated]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -105,6 +111,8 @@ class PipelineReport(BaseModel):
             f"left out as suspect verdicts, {c['not_flipped']} successes not flipped, {c['not_causal']} flips their "
             f"control showed too (not causal), {c['unproven_earliest']} with the earliest step unproven, "
             f"{c['annotation_errors']} errors",
+            *([f"re-checked {c['rechecks']} labels from scratch: {c['rechecks_agreeing']} found again at the same "
+               "agent and step"] if c["rechecks"] else []),
             f"in {self.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_seconds.items()) + ")",
             "",
             fmt.format(*head),
@@ -140,6 +148,7 @@ def pipeline(
     include_suspect: bool = False,
     inject_mode: InjectionMode = "auto",
     causality: Causality | None = None,
+    recheck: int = 0,
 ) -> PipelineReport:
     """Collect runs, split them, annotate failures (counterfactual) and successes (fault injection).
 
@@ -157,6 +166,8 @@ def pipeline(
         include_suspect: also search failures whose verdict is suspect (`verdict_suspect` view).
         inject_mode: fault injection's mode (`auto`, `team_aware`, `persistent`, `one_shot`).
         causality: controls and repeats per flip, the least confidence a label keeps (`Causality`).
+        recheck: after the counterfactual stage, re-annotate this many of the collected runs' labels from
+            scratch (the `recheck` flow) and report how often (agent, step) agree.
         runner: where the tasks run: threads of this process (default), or a Dask / Ray cluster
             (`Runner(kind="dask", address=...)`; without an address a local one, `workers` processes).
     """
@@ -191,6 +202,13 @@ def pipeline(
                                            causality=causality)
             report.annotated += done.runs
             report.stage_seconds["counterfactual"] = round(time.perf_counter() - clock, 3)
+        if recheck:
+            clock = time.perf_counter()
+            done = recheck_flow(analyzer_model, recheck, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
+                                budget=budget, max_tokens=max_tokens, runner=runner, session_id=session.id,
+                                causality=causality)
+            report.annotated += done.runs
+            report.stage_seconds["recheck"] = round(time.perf_counter() - clock, 3)
         if inject:
             clock = time.perf_counter()
             done = inject_flow(perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
