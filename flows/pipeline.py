@@ -82,6 +82,7 @@ class PipelineReport(BaseModel):
         """Collection counts, annotation outcomes by status (re-checks apart: they re-do a label) and re-checks."""
         c = CollectReport(runs=self.collected).counts()
         first = Counter(a.status for a in self.annotated if a.recheck_of is None)
+        c["annotated"] = sum(first.values())
         for key, status in (("labelled", "labelled"), ("unresolved", "unresolved"),
                             ("verifier_suspect", "verifier_suspect"), ("verdict_suspect", "verdict_suspect"),
                             ("not_flipped", "not_flipped"), ("not_causal", "not_causal"),
@@ -106,7 +107,7 @@ class PipelineReport(BaseModel):
         lines = [
             f"collected {c['runs']} runs ({c['new']} new, {c['cached']} already stored, {c['errors']} errors): "
             f"{c['successes']} successes, {c['failures']} failures",
-            f"annotated {len(self.annotated)}: {c['labelled']} labelled, {c['unresolved']} unresolved, "
+            f"annotated {c['annotated']}: {c['labelled']} labelled, {c['unresolved']} unresolved, "
             f"{c['verifier_suspect']} with no agent error (verifier suspect), {c['verdict_suspect']} failures "
             f"left out as suspect verdicts, {c['not_flipped']} successes not flipped, {c['not_causal']} flips their "
             f"control showed too (not causal), {c['unproven_earliest']} with the earliest step unproven, "
