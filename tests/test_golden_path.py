@@ -291,7 +291,7 @@ def _pairs() -> list[tuple[str, str]]:
 def test_every_pair_has_real_runs_right_and_wrong_or_says_why_not():
     """Each framework x benchmark of the matrix has a recorded right and a recorded wrong real run, or is named
     in `_golden_recorded.LEFT` with the reason; a pair named there that has both is taken off."""
-    recorded = {(r.framework, r.benchmark, r.outcome) for r in RECORDINGS}
+    recorded = {(r.framework, r.benchmark, r.outcome) for r in RECORDINGS if not r.known_issue}
     pairs = _pairs()
     for framework, benchmark in pairs:
         missing = [o for o in ("right", "wrong") if (framework, benchmark, o) not in recorded]
@@ -313,16 +313,21 @@ def test_a_recording_holds_real_model_replies_for_a_real_task(recording):
     assert all(r.content or r.tool_calls or r.error for r in recording.replies)
     assert recording.task_id in _tasks(recording.benchmark)
     assert recording.success is (recording.outcome == "right") and recording.judgement
+    assert recording.id.endswith("-misjudged") is bool(recording.known_issue)
 
 
 @docker
 @pytest.mark.parametrize("recording", RECORDINGS, ids=lambda r: r.id)
-def test_a_recorded_real_run_keeps_its_verdict(golden, recording):
+def test_a_recorded_real_run_keeps_its_verdict(golden, recording, request):
     t = _result(golden, (recording.id, REPLAYED))
     why = f"{_explain(t)}\nrecorded: {recording.details}\nrecorded final answer:\n{recording.final_answer}"
     assert t.metadata["unserved_replies"] == {}, f"{recording.id}: the replay left recorded replies unserved\n{why}"
+    if recording.known_issue:  # the recorded verdict is wrong: the right one is the other, once the contract is fixed
+        request.applymarker(pytest.mark.xfail(reason=f"{recording.id}: {recording.known_issue}", strict=True))
+        assert t.verdict.success is not recording.success, f"{recording.id}: {recording.known_issue}\n{why}"
+        return
     assert t.verdict.success is recording.success, f"{recording.id}: the verdict changed\n{why}"
-    for key in ("method", "extracted", "passed", "total"):
+    for key in ("extracted", "passed", "total"):
         if key in recording.details:
             assert t.verdict.details.get(key) == recording.details[key], f"{recording.id}: {key} changed\n{why}"
     if not recording.success:
