@@ -21,6 +21,7 @@ from rootstep.warehouse import Intervention, LLMCall, Replay, ReplayPurpose, Ste
 
 from ._budget import Meter
 from ._confidence import Effect, effect
+from rootstep.tracers import match_agent
 
 T = TypeVar("T")
 
@@ -235,6 +236,34 @@ def answer_step(trajectory: Trajectory, answer_agents: Sequence[str] = ()) -> St
 def same_text(a: str, b: str) -> bool:
     """Equal once whitespace is normalised: such a 'change' would replay the run unchanged."""
     return " ".join(a.split()) == " ".join(b.split())
+
+
+_PLACEHOLDER = re.compile(r"\s*<[^<>\n]{2,200}>\s*")
+_NO_CHANGE = re.compile(r"^\W*no (?:changes?|corrections?|fix(?:es)?)(?: (?:is|are))? (?:needed|necessary|required)\b",
+                        re.IGNORECASE)
+_DESCRIBED = re.compile(
+    r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
+    r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)
+
+
+def not_the_step_itself(text: str, agent: str, field: str) -> str | None:
+    """Why `text`, offered as the replacement of a step by `agent`, is not a message that agent could have
+    written: the prompt's own placeholder copied back (a 1.5B model answered `"<the full corrupted text of
+    step 7>"`), or a description of the change in the third person ("The coder should have calculated ...",
+    "To correct this, the coder should have written: ..."), which the replay would hand to the next agent as
+    the agent's words. None when it reads as the message itself."""
+    if _PLACEHOLDER.fullmatch(text):
+        return f"{field} is the prompt's placeholder {text.strip()!r}, not the text of the step; write the step itself"
+    if _NO_CHANGE.match(text):
+        return (f"{field} says no change is needed ({text.strip()[:60]!r}): a replacement must change the step; when "
+                "the step is correct, say so in the form the prompt gives, or name another step")
+    first = re.split(r"(?<=[.!?:])\s|\n", text.strip(), maxsplit=1)[0]
+    match = _DESCRIBED.match(first)
+    if match and (match.group("who") is None or match_agent(match.group("who"), [agent]) is not None
+                  or match.group("who").lower() in ("agent", "the agent")):
+        return (f"{field} describes a change ({first[:80]!r}) instead of being the message: write the corrected step "
+                f"itself, in {agent}'s own words and format, as the replay will hand it to the next agent")
+    return None
 
 
 def try_intervention(

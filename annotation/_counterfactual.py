@@ -45,6 +45,7 @@ from ._attempt import (
     edit_size,
     json_object,
     model_name,
+    not_the_step_itself,
     same_text,
     trajectory_vars,
     try_intervention,
@@ -246,6 +247,9 @@ def validate_diagnosis(
         return None, "suggested_tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
     if not isinstance(fix, str) or (not fix.strip() and tool_calls is None):
         return None, "suggested_fix must be the non-empty corrected text of the step"
+    not_itself = not_the_step_itself(fix, step.agent, "suggested_fix") if fix.strip() else None
+    if not_itself is not None:
+        return None, not_itself
     if same_text(fix, step.content) and tool_calls is None:
         return None, f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
     if tested and (step.index, " ".join(fix.split())) in tested and tool_calls is None:

@@ -471,3 +471,50 @@ def test_a_greedy_analyzer_is_re_asked_with_sampling_and_given_its_temperature_b
                            Meter(Budget(max_reasks=2)), log, "analyzer.j2")
     assert (value, why) == ("new", None) and chat.seen == [0.0, 0.7, 0.7]
     assert chat.temperature == 0.0 and [a.problem for a in log] == ["already tested", "already tested", None]
+
+
+# Replies of local/qwen2.5-coder-1.5b recorded on the main job's slice (AG2, GSM8K test-120 and test-1101,
+# 2026-11-25): the analyzer described its change instead of writing the step, once declined in a fix, and the
+# perturber copied the prompt's placeholder back as its corruption (a replay then handed it to the team).
+QWEN_1_5B_DESCRIBED = [
+    "The coder should have calculated the total number of sheets of paper on one pad of paper as 900 sheets, "
+    "which is the correct answer.",
+    "To correct this, the coder should have written: `total_sheets_of_paper = sheets_per_pad * 30` instead of "
+    "`total_sheets_of_paper = sheets_per_pad * 30.0`.",
+    "No changes needed.",
+]
+QWEN_1_5B_PLACEHOLDER = "<the full corrupted text of step 7>"
+
+
+def _coder_run() -> Trajectory:
+    return run_of(GSM, [("user", "human", GSM.prompt),
+                        ("coder", "agent", "```python\nprint(2 * 30)\n```"),
+                        ("executor", "tool", "60"),
+                        ("critic", "agent", "The code output is correct. TERMINATE")])
+
+
+@pytest.mark.parametrize("fix", QWEN_1_5B_DESCRIBED)
+def test_a_fix_that_describes_a_change_is_re_asked_not_replayed(fix):
+    from rootstep.annotation._counterfactual import validate_diagnosis
+
+    run = _coder_run()
+    step = 3 if fix.startswith("No changes") else 1
+    agent = run.steps[step].agent
+    diagnosis, problem = validate_diagnosis(run, json.dumps({"mistake_step": step, "mistake_agent": agent,
+                                                             "reason": "r", "suggested_fix": fix}))
+    assert diagnosis is None and ("describes a change" in problem or "no change is needed" in problem)
+    # the step's own words pass, including ones that say what should be (not a description of an edit)
+    for own in ("```python\nprint(2 * 30 * 4)\n```", "The answer should be 240.", "We should multiply by 4 weeks."):
+        ok, problem = validate_diagnosis(run, json.dumps({"mistake_step": 1, "mistake_agent": "coder", "reason": "r",
+                                                          "suggested_fix": own}))
+        assert problem is None and ok.fix == own
+
+
+def test_a_corruption_that_is_the_prompts_placeholder_is_re_asked():
+    from rootstep.annotation._injection import validate_corruption_at
+
+    run = _coder_run()
+    answer = json.dumps({"corrupted_content": QWEN_1_5B_PLACEHOLDER, "description": "changed the check",
+                         "unnoticed": "the critic trusts the output"})
+    corruption, problem = validate_corruption_at(run.steps[3], answer, set(), need_instruction=False)
+    assert corruption is None and "placeholder" in problem and QWEN_1_5B_PLACEHOLDER in problem
