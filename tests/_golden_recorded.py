@@ -153,10 +153,10 @@ _LATER = ("not recorded yet: a real episode of the 0.5B takes 5-15 minutes on th
 _NOT_YET = {
     "aflow": ("gsm8k", "math500", "hotpotqa", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
     "owl": ("gsm8k", "math500", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
-    "ag2": ("math500", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
-    "smolagents": ("math500", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
-    "agentprune": ("gsm8k", "math500", "hotpotqa", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
-    "metagpt": ("math500", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
+    "ag2": ("math500", "mbpp", "humaneval", "humanevalplus"),
+    "smolagents": ("math500", "mbpp", "humaneval", "humanevalplus"),
+    "agentprune": ("math500", "hotpotqa", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
+    "metagpt": ("math500", "mbpp", "humaneval", "humanevalplus"),
 }
 LEFT: dict[tuple[str, str], str] = {
     **{(framework, benchmark): _LATER for framework, benchmarks in _NOT_YET.items() for benchmark in benchmarks},
@@ -195,7 +195,8 @@ def _show(t: Trajectory) -> str:
 
 def record(framework: str, benchmark: str, task_ids: list[str], model: str, timeout_s: float, replace: bool,
            wanted: set[str] | None = None) -> None:
-    """Run the tasks one at a time; keep the first run of each `wanted` outcome (right, wrong) the cell lacks."""
+    """Run the tasks one at a time, keeping the first right and the first wrong run the cell lacks, until it
+    has the `wanted` outcomes (default both)."""
     from rootstep.adapters import get_adapter
     from rootstep.adapters.base import default_verifier
     from rootstep.benchmarks import load_tasks
@@ -207,7 +208,7 @@ def record(framework: str, benchmark: str, task_ids: list[str], model: str, time
     if missing:
         sys.exit(f"error: {benchmark} has no task {', '.join(missing)}")
     have = {o for o in ("right", "wrong") if (FIXTURES / f"{framework}-{benchmark}-{o}.json").exists() and not replace}
-    have |= {"right", "wrong"} - (wanted or {"right", "wrong"})
+    wanted = wanted or {"right", "wrong"}
     sandbox = get_sandbox("docker", limits=SandboxLimits(timeout_s=120, memory_mb=2048), pool=1)
     with tempfile.TemporaryDirectory(prefix="golden-record-") as journal:
         gateway = Gateway(Path(journal), fsync=False)
@@ -215,7 +216,7 @@ def record(framework: str, benchmark: str, task_ids: list[str], model: str, time
         try:
             adapter = get_adapter(framework, gateway=server, verifier=default_verifier(sandbox), timeout_s=timeout_s)
             for task_id in task_ids:
-                if have >= {"right", "wrong"}:
+                if have >= wanted:
                     break
                 t = adapter.run(tasks[task_id], model)
                 print(_show(t), flush=True)
@@ -265,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     rec.add_argument("--model", default=MODEL)
     rec.add_argument("--timeout", type=float, default=1800.0, help="seconds per episode")
     rec.add_argument("--outcome", action="append", choices=["right", "wrong"],
-                     help="record only this outcome (repeat for both; default both)")
+                     help="stop once this outcome is recorded (repeat for both; default both)")
     rec.add_argument("--replace", action="store_true", help="overwrite an existing recording of the outcome")
     exp = sub.add_parser("export", help="turn a run stored in a warehouse into a fixture")
     exp.add_argument("--warehouse", required=True)

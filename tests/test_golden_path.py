@@ -310,7 +310,7 @@ def test_a_recording_holds_real_model_replies_for_a_real_task(recording):
     not simulated, calls: `recording_of` refuses anything else), its task is in the shared data, and its
     recorded verdict is the one its id names."""
     assert recording.model.startswith("local/") and recording.replies
-    assert all(r.content or r.tool_calls or r.error for r in recording.replies)
+    assert all(r.content is not None or r.tool_calls or r.error for r in recording.replies)  # "" is a real reply
     assert recording.task_id in _tasks(recording.benchmark)
     assert recording.success is (recording.outcome == "right") and recording.judgement
     assert recording.id.endswith("-misjudged") is bool(recording.known_issue)
