@@ -50,6 +50,7 @@ from ._attempt import (
     trajectory_vars,
     try_intervention,
     verdict_feedback,
+    with_transcript,
 )
 from ._budget import Budget, Meter
 
@@ -67,13 +68,12 @@ class TaskContext(BaseModel):
     """Environment feedback beyond Omega's verdict (test output, tool errors); appended to it."""
     task: Task | None = None
     """The benchmark task (its verifier compares a fix's answer with the step's); a collected run's own
-    `metadata["task"]` by default."""
+    `recording.task` by default."""
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> "TaskContext":
-        task = trajectory.metadata.get("task")
         return cls(question=trajectory.question, ground_truth=trajectory.ground_truth,
-                   task=None if task is None else Task.model_validate(task))
+                   task=None if trajectory.recording is None else trajectory.recording.task)
 
 
 class Diagnosis(BaseModel):
@@ -589,6 +589,7 @@ class _Search:
                                   replay_ids=[r.id for r in replays], notes=evidence_notes),
                 metadata=metadata,
             )
+        annotation = with_transcript(annotation, self.asked, self.analyzer)
         return CounterfactualResult(annotation=annotation, replays=replays, attempts=self.attempts,
                                     declined=self.declined, asked=self.asked, fixed_run=self.fixed_run,
                                     no_agent_error=finding, notes=self.notes)

@@ -40,7 +40,7 @@ from rootstep.warehouse import Annotation, Cost, Evidence, Intervention, Replay,
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
-    json_object, model_name, not_the_step_itself, same_text, trajectory_vars, try_intervention,
+    json_object, model_name, not_the_step_itself, same_text, trajectory_vars, try_intervention, with_transcript,
 )
 from ._budget import Budget, Meter
 from ._counterfactual import TaskContext
@@ -486,6 +486,7 @@ class _Injection:
                       "confidence": proof.check.effect.confidence, "answer_leaks": leaks,
                       "control_replays": self.meter.control_replays, "earliest": "by construction"},
         )
+        annotation = with_transcript(annotation, self.asked, self.perturber)
         return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, **common)
 
 

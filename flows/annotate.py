@@ -36,7 +36,7 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from rootstep.benchmarks import is_suspect, suspect_reason
-from rootstep.warehouse import Annotation, Evidence, LLMCall, Replay, Task, Trajectory
+from rootstep.warehouse import Annotation, Evidence, LLMCall, Replay, Trajectory
 
 from rootstep.annotation import (
     Budget,
@@ -47,6 +47,7 @@ from rootstep.annotation import (
     inject_fault,
     proven_identical,
     rewrite_budget,
+    with_transcript,
 )
 from ._remote import WorkerSpec, open_worker_session, worker_id
 from ._runner import Runner, open_runner
@@ -139,23 +140,17 @@ class AnnotateReport(BaseModel):
 
 
 class _Limited:
-    """An LLM (`tracers.Chat`) whose calls take a slot of its model's concurrency limit."""
+    """An LLM (`tracers.Chat`) whose calls take a slot of its model's concurrency limit; what it is asked
+    for (`model`, `usage`, `finish_reason`, `last_call_id`, `gateway_run_id`, ...) is the chat's."""
 
     def __init__(self, chat: Any, session: Session):
         self.chat = chat
         self.session = session
 
-    @property
-    def model(self) -> str:
-        return self.chat.model
-
-    @property
-    def usage(self) -> Any:
-        return self.chat.usage
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.chat.finish_reason
+    def __getattr__(self, name: str) -> Any:
+        if name == "chat":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.chat, name)
 
     @property
     def temperature(self) -> float:
@@ -178,20 +173,30 @@ class _Limited:
             return self.chat(prompt)
 
 
-def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Trajectory) -> _Limited:
+def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Trajectory,
+          role: Literal["analyzer", "perturber"]) -> _Limited:
     """The analyzer / perturber for one search: `max_tokens` sized to the steps it may rewrite
     (`rewrite_budget`, at least `max_tokens` when given); a cut answer is re-asked with more room.
     Every analyzer and perturber prompt asks for one JSON object: an offline model is held to it by
-    llama.cpp's JSON grammar (`response_format`), which a 1.5B model otherwise breaks now and then."""
+    llama.cpp's JSON grammar (`response_format`), which a 1.5B model otherwise breaks now and then.
+    Its calls go through the session's gateway, as agent `role` of a run of their own (`<role>-<run id>-...`,
+    the annotation's `evidence.transcript_run_id`): journaled, costed and stored in `llm_calls`."""
+    import uuid
+
+    from rootstep.gateway import RunContext
     from rootstep.tracers import Chat
 
+    run_id = f"{role}-{trajectory.id}-{uuid.uuid4().hex[:8]}"
+    session.gateway.register(RunContext(run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
+                                        model=model))
     extra = {"response_format": {"type": "json_object"}} if model.startswith("local/") else {}
-    return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024), extra=extra), session)
+    return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024), extra=extra,
+                         gateway_route=session.server.base_url(run_id, role), gateway_run_id=run_id), session)
 
 
 def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None) -> list[LLMCall] | None:
     """The run's recorded calls: `recorded` when given, else this session's journal, else its warehouse."""
-    return recorded if recorded is not None else session.recorded_calls(trajectory.metadata["gateway_run_id"])
+    return recorded if recorded is not None else session.recorded_calls(trajectory.recorded().gateway_run_id)
 
 
 def _deterministic(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None):
@@ -199,7 +204,7 @@ def _deterministic(session: Session, trajectory: Trajectory, recorded: list[LLMC
     (`recorded`, else the session's journal or warehouse)."""
     if recorded is None:
         with session.lock:
-            recorded = session.recording(trajectory.metadata.get("gateway_run_id", ""))
+            recorded = session.recording(trajectory.recorded().gateway_run_id)
     calls = list(recorded or [])
     return lambda step: proven_identical(calls, trajectory.steps[step]) if calls else None
 
@@ -231,7 +236,8 @@ def _store(session: Session, runs: list[Trajectory], replays: list[Any], annotat
     `calls`: calls another process's gateway made (else they are in this session's journal)."""
     with session.lock:
         wh = session.warehouse
-        ids = [r.metadata["gateway_run_id"] for r in runs if r.metadata.get("gateway_run_id")]
+        ids = [r.recording.gateway_run_id for r in runs if r.recording is not None]
+        ids += [a.evidence.transcript_run_id for a in annotations if a.evidence.transcript_run_id]
         if calls:
             session.store_calls(calls)  # journaled here, then flushed
         elif ids:
@@ -255,10 +261,9 @@ def suspect_verdict(session: Session, trajectory: Trajectory) -> str | None:
     verdict = trajectory.verdict
     if verdict is None or verdict.success:
         return None
-    if "suspect" in verdict.details or "task" not in trajectory.metadata:
+    if "suspect" in verdict.details or trajectory.recording is None:
         return is_suspect(verdict)
-    task = Task.model_validate(trajectory.metadata["task"])
-    return suspect_reason(task, trajectory.final_answer, trajectory.steps, verdict, session.verifier)
+    return suspect_reason(trajectory.recording.task, trajectory.final_answer, trajectory.steps, verdict, session.verifier)
 
 
 def _counterfactual_search(session: Session, run_id: str, trajectory: Trajectory, analyzer_model: str,
@@ -284,7 +289,7 @@ def _counterfactual_search(session: Session, run_id: str, trajectory: Trajectory
 
         prior = [s.index for s in trajectory.steps if s.kind == "agent"]
         random.Random(f"recheck:{recheck.id}").shuffle(prior)
-    result = find_decisive_step(trajectory, trajectory.verdict, None, _chat(session, analyzer_model, max_tokens, trajectory),
+    result = find_decisive_step(trajectory, trajectory.verdict, None, _chat(session, analyzer_model, max_tokens, trajectory, "analyzer"),
                                 _replay_fn(session, trajectory, captured, recorded), budget, verify=session.verifier,
                                 controls=causality.controls, repeats=causality.repeats, prior=prior,
                                 deterministic=_deterministic(session, trajectory, recorded))
@@ -316,7 +321,7 @@ def _inject_search(session: Session, run_id: str, trajectory: Trajectory, pertur
     adapter = adapter_for(trajectory)
     captured: list[Trajectory] = []
     recorded = _recorded(session, trajectory, recorded)
-    perturber = None if perturber_model is None else _chat(session, perturber_model, max_tokens, trajectory)
+    perturber = None if perturber_model is None else _chat(session, perturber_model, max_tokens, trajectory, "perturber")
     result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), budget,
                           programmatic=programmatic, seed=seed, mode=mode,
                           independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents,
@@ -334,7 +339,8 @@ def _inject_search(session: Session, run_id: str, trajectory: Trajectory, pertur
         confidence=None if a is None else a.metadata.get("confidence"),
     )
     return Annotated(run=run, runs=captured, replays=result.replays,
-                     annotations=[a if a is not None else not_flipped_record(trajectory, result, perturber_model)])
+                     annotations=[a if a is not None else with_transcript(not_flipped_record(trajectory, result, perturber_model),
+                                                                          result.asked, perturber)])
 
 
 def not_flipped_record(trajectory: Trajectory, result: Any, perturber_model: str | None) -> Annotation:
@@ -378,7 +384,8 @@ def _inject_run(session_id: str, run_id: str, perturber_model: str | None, budge
 
 def _with_calls(session: Session, done: Annotated) -> Annotated:
     """Attach the replayed runs' calls from this (worker) session's gateway, for the flow to store."""
-    ids = [r.metadata["gateway_run_id"] for r in done.runs if r.metadata.get("gateway_run_id")]
+    ids = [r.recording.gateway_run_id for r in done.runs if r.recording is not None]
+    ids += [a.evidence.transcript_run_id for a in done.annotations if a.evidence.transcript_run_id]
     return done.model_copy(update={"calls": [c for i in ids for c in session.gateway.calls(i)]})
 
 
@@ -408,7 +415,7 @@ def _remote_inputs(session: Session, run_id: str) -> dict[str, Any]:
     """What a worker needs to search `run_id`: the run and its recorded LLM calls (read here)."""
     trajectory = _load(session, run_id)
     with session.lock:
-        recorded = session.recording(trajectory.metadata.get("gateway_run_id", ""))
+        recorded = session.recording(trajectory.recorded().gateway_run_id)
     return {"run_id": run_id, "trajectory": trajectory, "recorded": recorded}
 
 

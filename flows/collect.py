@@ -100,12 +100,12 @@ def stored_runs(session_id: str, frameworks: Sequence[str], benchmarks: Sequence
     marks_b = ", ".join("?" for _ in benchmarks)
     with session.lock:
         rows = session.warehouse.rows(
-            "SELECT id, framework, benchmark, task_id, model, config_hash, success, n_steps, metadata FROM runs "
+            "SELECT id, framework, benchmark, task_id, model, config_hash, success, n_steps, agent_models FROM runs "
             f"WHERE source = 'rootstep' AND parent_run_id IS NULL AND framework IN ({marks_f}) AND benchmark IN ({marks_b})",
             [*frameworks, *benchmarks])
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
-        agent_models = (json.loads(r["metadata"] or "{}") or {}).get("agent_models") or {}
+        agent_models = json.loads(r["agent_models"] or "{}") or {}
         out[run_key(r["framework"], r["benchmark"], r["task_id"], r["model"], agent_models, r["config_hash"])] = r
     return out
 
@@ -135,7 +135,7 @@ def collect_run(session_id: str, framework: str, task: Task, model: str, agent_m
     started = time.perf_counter()
     trajectory = _episode(session, framework, task, model, agent_models)
     with session.lock:
-        session.gateway.flush(session.warehouse, [trajectory.metadata["gateway_run_id"]])
+        session.gateway.flush(session.warehouse, [trajectory.recorded().gateway_run_id])
         session.warehouse.write_trajectories([trajectory])
     return _collected_run(framework, task, model, trajectory, started)
 
@@ -145,7 +145,7 @@ def _collect_remote(worker: WorkerSpec, framework: str, task: Task, model: str, 
     started = time.perf_counter()
     with open_worker_session(worker) as session:
         trajectory = _episode(session, framework, task, model, agent_models)
-        calls = session.gateway.calls(trajectory.metadata["gateway_run_id"])
+        calls = session.gateway.calls(trajectory.recorded().gateway_run_id)
     return Collected(run=_collected_run(framework, task, model, trajectory, started), trajectory=trajectory, calls=calls)
 
 

@@ -223,7 +223,7 @@ def record(framework: str, benchmark: str, task_ids: list[str], model: str, time
                 if "error" in t.metadata or t.verdict is None:
                     print(f"  the episode failed: {t.metadata.get('error')}", flush=True)
                     continue
-                recording = recording_of(t, gateway.calls(t.metadata["gateway_run_id"]),
+                recording = recording_of(t, gateway.calls(t.recording.gateway_run_id),
                                          source=f"recorded by tests/_golden_recorded.py at rootstep {_commit()}")
                 if recording.outcome in have:
                     print(f"  a {recording.outcome} run is recorded already", flush=True)
@@ -247,7 +247,7 @@ def export(warehouse: str, run_id: str, replace: bool) -> None:
         wh = Warehouse(str(copy))
         run = wh.resolve_run_id(run_id)
         t = wh.trajectory(run)
-        gateway_run = t.metadata["gateway_run_id"]
+        gateway_run = t.recording.gateway_run_id
         calls = Journal(copy / "gateway" / "journal").calls(gateway_run) if (copy / "gateway" / "journal").is_dir() else []
         calls = calls or [llm_call_from_row(r) for r in wh.rows(
             "SELECT * FROM llm_calls WHERE run_id = ? ORDER BY created_at", [gateway_run])]

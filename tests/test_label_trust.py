@@ -22,7 +22,7 @@ from rootstep.annotation._budget import Meter
 from rootstep.annotation._injection import cannot_flip, injection_points
 from rootstep.annotation._perturbations import change_constant, flip_operator
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, Step, Task, Trajectory, Verdict
+from rootstep.warehouse import Intervention, Recording, Step, Task, Trajectory, Verdict
 
 MATH = Task(benchmark="math500", task_id="domain", verifier="math", kind="math", ground_truth="1",
             prompt="What is the smallest integer x for which f(x) = sqrt(x-1)/(x-2) is a real number?")
@@ -48,7 +48,7 @@ def run_of(task: Task, contents: list[tuple[str, str, str]], final: str | None =
     verdict = mark_suspect(task, answer, steps, verify(task, answer), verify)
     return Trajectory(framework="sim", benchmark=task.benchmark, task_id=task.task_id, question=task.prompt,
                       ground_truth=task.ground_truth, steps=steps, final_answer=answer, verdict=verdict,
-                      metadata={"task": task.model_dump(mode="json")})
+                      recording=Recording(gateway_run_id="ledger-run", task=task))
 
 
 def replayer(run: Trajectory, task: Task, rest: Callable[[list[Step], Intervention], list[tuple[str, str, str]]]):
@@ -239,7 +239,7 @@ class Team:
         ok = self.outcome(final)[2]
         return Trajectory(framework="sim", benchmark="mbppplus", task_id="sim", question=CODE_TASK.prompt,
                           steps=steps, final_answer=final, verdict=Verdict(success=ok, details={"total": 4}),
-                          metadata={"task": CODE_TASK.model_dump(mode="json")})
+                          recording=Recording(gateway_run_id="ledger-run", task=CODE_TASK))
 
     def replay(self, i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
         self.interventions.append(i)
