@@ -153,7 +153,7 @@ _LATER = ("not recorded yet: a real episode of the 0.5B takes 5-15 minutes on th
 _NOT_YET = {
     "aflow": ("gsm8k", "math500", "hotpotqa", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
     "owl": ("gsm8k", "math500", "mbpp", "mbppplus", "humaneval", "humanevalplus"),
-    "ag2": ("math500", "humaneval", "humanevalplus"),
+    "ag2": ("math500",),
     "smolagents": ("math500", "mbpp", "humaneval", "humanevalplus"),
     "agentprune": ("math500", "hotpotqa", "mbpp", "humaneval", "humanevalplus"),
     "metagpt": ("math500", "mbpp", "humaneval", "humanevalplus"),
