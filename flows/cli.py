@@ -397,8 +397,8 @@ def annotate_cmd(
         if a.recheck_of is not None:
             extra += f"re-check of {a.recheck_of}: {'agrees' if a.agrees else 'lands elsewhere'}  "
         console.print(f"{a.method:<15} {a.framework:<12} {a.benchmark}/{a.task_id:<14} {a.status:<17} "
-                      f"{a.agent or '-'}@{where}  replays {a.replays}  "
-                      f"llm calls {a.llm_calls}  {a.seconds:.1f} s {extra}{a.mode or ''} {a.error or a.reason or ''}",
+                      f"{a.agent or '-'}@{where}  replays {a.cost.replays}  "
+                      f"llm calls {a.cost.llm_calls}  {a.cost.seconds:.1f} s {extra}{a.mode or ''} {a.error or a.reason or ''}",
                       highlight=False)
     console.print(f"{len(runs)} run(s) annotated")
     rechecked = [a for a in runs if a.recheck_of is not None]

@@ -115,7 +115,7 @@ class PipelineReport(BaseModel):
         head = ["method", "framework", "benchmark", "task", "status", "agent", "step", "replays", "llm calls", "seconds",
                 "re-check"]
         rows = [[a.method, a.framework, a.benchmark, a.task_id, a.status, a.agent or "-",
-                 "-" if a.step is None else str(a.step), str(a.replays), str(a.llm_calls), f"{a.seconds:.1f}",
+                 "-" if a.step is None else str(a.step), str(a.cost.replays), str(a.cost.llm_calls), f"{a.cost.seconds:.1f}",
                  "" if a.recheck_of is None else ("agrees" if a.agrees else "lands elsewhere")]
                 for a in self.annotated]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]

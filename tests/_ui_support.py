@@ -27,8 +27,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rootstep.annotation import ReplayCost, find_decisive_step, inject_fault
-from rootstep.warehouse import Annotation, Intervention, Step, Trajectory, Verdict, Warehouse
+from rootstep.annotation import ReplayOutcome, find_decisive_step, inject_fault
+from rootstep.warehouse import Annotation, Intervention, Step, Trajectory, Usage, Verdict, Warehouse
 from rootstep.warehouse.whowhen import import_paths
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "whowhen"
@@ -115,12 +115,13 @@ class Bakery:
             parent_run_id=None if base is None else base.id, prompt_tokens=300 * 4, completion_tokens=60 * 4,
         )
 
-    def replay(self, intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(self, intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         result = self.run(self.original.steps[1].content, forced=intervention, base=self.original)
         live = sum(1 for s in result.steps[intervention.step + 1:] if s.kind == "agent")
         replayed = sum(1 for s in result.steps[:intervention.step] if s.kind == "agent")
-        return result, result.verdict, ReplayCost(live_calls=live, replayed_calls=replayed, tokens=240 * live,
-                                                  cost_usd=0.0004 * live, duration_s=0.8 + 0.5 * live)
+        return result, result.verdict, ReplayOutcome(cost=Usage(
+            llm_calls=live, replayed_calls=replayed, prompt_tokens=200 * live, completion_tokens=40 * live,
+            usd=0.0004 * live, seconds=0.8 + 0.5 * live))
 
 
 def _diagnosis(step: int, agent: str, reason: str, fix: str, **extra: Any) -> str:
@@ -200,7 +201,7 @@ def build_warehouse(root: Path) -> dict[str, Any]:
     captured: list[Trajectory] = []
 
     def capturing(team: Bakery):
-        def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+        def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
             result = team.replay(intervention)
             captured.append(result[0])
             return result
