@@ -9,6 +9,9 @@
     litellm's `scripted/` provider): its first proposal (the Reviewer) does not help, its second (the
     Coder's code) does, and the earlier-step scan then finds the Planner's plan, the earliest fix that
     works: a verified label at step 1 with three attempts;
+  - the label is re-checked from scratch (as `rootstep annotate --recheck` does: another analyzer sample,
+    the agent steps asked in another order): the re-checking analyzer judges the plan correct and fixes
+    the Coder's code, so the re-check lands elsewhere (Coder, step 2), stored beside the label;
   - the success is corrupted by `rootstep.annotation.inject_fault` with a scripted perturber: the Coder's
     code is changed, the replay fails, and the corrupted run is labelled by construction.
   Everything is stored in the order the annotation flows store it: replayed runs, replays, annotation.
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rootstep.annotation import ReplayOutcome, find_decisive_step, inject_fault
-from rootstep.warehouse import Intervention, Step, Trajectory, Usage, Verdict, Warehouse
+from rootstep.warehouse import Annotation, Intervention, Step, Trajectory, Usage, Verdict, Warehouse
 from rootstep.warehouse.whowhen import import_paths
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "whowhen"
@@ -143,6 +146,29 @@ def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
                       "```python\nmorning, afternoon, per_box = 12, 8, 6\nprint((12 + 8) * 6)\n```")
 
 
+def rechecker(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    """The re-check's analyzer sample: the plan is one reading of the problem (correct); the Coder's code is
+    the error."""
+    examined = re.search(r"STEP UNDER EXAMINATION: step (\d+)", messages[-1]["content"])
+    if examined and int(examined.group(1)) != 2:
+        return json.dumps({"fix_needed": False, "reason": "this step is a reasonable reading of the problem"})
+    return _diagnosis(2, "Coder", "The code adds 8 for the afternoon: the afternoon boxes hold 8 * 6 muffins.",
+                      "```python\nmorning, afternoon, per_box = 12, 8, 6\nprint(12 * 6 + 8 * 6)\n```", fix_needed=True)
+
+
+RECHECK_ORDER = [2, 4, 1, 5]
+"""The agent steps in the order the re-check asks about them (the flows shuffle them, seeded by the label)."""
+
+
+def as_recheck(again: Annotation, label: Annotation) -> Annotation:
+    """`again` stored as a re-check of `label`, in the form `rootstep annotate --recheck` writes it
+    (flows/annotate.py): never verified itself (never in `labels`), naming the label it re-did."""
+    agrees = again.status == "labelled" and (again.agent, again.step) == (label.agent, label.step)
+    return again.model_copy(update={"verified": False, "metadata": {
+        **again.metadata, "recheck_of": label.id, "recheck_agrees": agrees, "recheck_verified": again.verified,
+        "original": {"agent": label.agent, "step": label.step}}})
+
+
 def perturber(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
     return json.dumps({
         "step": 2,
@@ -168,6 +194,7 @@ def build_warehouse(root: Path) -> dict[str, Any]:
 
     register_script("ui-analyzer", analyzer)
     register_script("ui-perturber", perturber)
+    register_script("ui-rechecker", rechecker)
     failing, succeeding = Bakery(WRONG_PLAN, "bakery-1"), Bakery(RIGHT_PLAN, "bakery-2")
     wh.write_trajectories([failing.original, succeeding.original])
 
@@ -186,6 +213,14 @@ def build_warehouse(root: Path) -> dict[str, Any]:
     wh.write_annotations([found.annotation])
 
     captured.clear()
+    again = find_decisive_step(failing.original, analyzer=Chat("scripted/ui-rechecker"), replay=capturing(failing),
+                               prior=RECHECK_ORDER)
+    recheck = as_recheck(again.annotation, found.annotation)
+    wh.write_trajectories(captured)
+    wh.write_replays(again.replays)
+    wh.write_annotations([recheck])
+
+    captured.clear()
     injected = inject_fault(succeeding.original, Chat("scripted/ui-perturber"), capturing(succeeding), programmatic=False,
                             mode="one_shot")
     wh.write_trajectories(captured)
@@ -196,6 +231,7 @@ def build_warehouse(root: Path) -> dict[str, Any]:
         "location": str(root / "warehouse"),
         "counterfactual_run": failing.original.id,
         "counterfactual": found,
+        "recheck": recheck,
         "success_run": succeeding.original.id,
         "corrupted_run": injected.failed_run.id,
         "injection": injected,
