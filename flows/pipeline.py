@@ -178,7 +178,7 @@ def pipeline(
             groups = [(name, n, None) for name, n in benchmarks.items()]
         for name, n, chosen in groups:
             collected = collect_flow(frameworks, name, limit=n, seed=seed, model=model, agent_models=agent_models,
-                                     tasks=chosen, runner=runner, session_id=session.id)
+                                     tasks=chosen, runner=runner, session=session)
             report.collected += collected.runs
         report.stage_seconds["collect"] = round(time.perf_counter() - clock, 3)
         scope_b = sorted({r.benchmark for r in report.collected})
@@ -187,7 +187,7 @@ def pipeline(
             clock = time.perf_counter()
             done: AnnotateReport = counterfactual_flow(analyzer_model, frameworks=frameworks, benchmarks=scope_b,
                                            run_ids=run_ids, budget=budget, max_tokens=max_tokens,
-                                           runner=runner, session_id=session.id, include_suspect=include_suspect,
+                                           runner=runner, session=session, include_suspect=include_suspect,
                                            causality=causality)
             report.annotated += done.runs
             report.stage_seconds["counterfactual"] = round(time.perf_counter() - clock, 3)
@@ -195,7 +195,7 @@ def pipeline(
             clock = time.perf_counter()
             done = inject_flow(perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
                                budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0,
-                               max_tokens=max_tokens, runner=runner, session_id=session.id, mode=inject_mode,
+                               max_tokens=max_tokens, runner=runner, session=session, mode=inject_mode,
                                causality=causality)
             report.annotated += done.runs
             report.stage_seconds["inject"] = round(time.perf_counter() - clock, 3)

@@ -42,7 +42,7 @@ from rootstep.sandboxes._limits import (
 from rootstep.sandboxes._local import LocalSandbox, NotIsolatedWarning, local_allowed
 
 if TYPE_CHECKING:
-    from rootstep.sandboxes._docker import DockerSandbox, docker_client
+    from rootstep.sandboxes._docker import DockerSandbox, close_all, docker_client
 
 __all__ = [
     "ENVIRONMENTS",
@@ -67,6 +67,7 @@ __all__ = [
     "build_base",
     "build_image",
     "cache_dir",
+    "close_all",
     "default_image",
     "docker_build",
     "docker_client",
@@ -77,7 +78,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("DockerSandbox", "docker_client"):  # the Docker SDK is imported on first use
+    if name in ("DockerSandbox", "close_all", "docker_client"):  # the Docker SDK is imported on first use
         from rootstep.sandboxes import _docker
 
         return getattr(_docker, name)
