@@ -225,45 +225,17 @@ def _runner(kind: RunnerKind, dask_address: Optional[str], ray_address: Optional
 
 
 def _run_flows(run: Any) -> Any:
-    """Run `run()` (`run_stoppable`), turning a missing runner package into a clear error."""
+    """Run `run()` so that SIGINT / SIGTERM stop it (`rootstep.flows._stop`), turning a missing runner
+    package into a clear error."""
     from rich.markup import escape
 
     from rootstep.flows._runner import RunnerUnavailable
+    from rootstep.flows._stop import run_stoppable
 
     try:
         return run_stoppable(run)
     except RunnerUnavailable as exc:
         fail(escape(str(exc)))  # escaped: "rootstep[ray]" is not rich markup
-
-
-class _Signalled(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread like SIGINT's `KeyboardInterrupt`."""
-
-
-def run_stoppable(run: Any) -> Any:
-    """Run `run()` so that SIGINT and SIGTERM stop it: the signal becomes an exception in the main thread
-    (inside a flow Prefect raises its own `TerminationSignal` for SIGTERM), the flow's session is stopped
-    (`Session.stop`: running episodes end, their containers are removed; what was stored stays) and the
-    command exits with `ExitCode.INTERRUPTED`, saying how to resume."""
-    import signal
-
-    from prefect.exceptions import TerminationSignal
-
-    from rootstep.options import ExitCode
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise _Signalled()
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        return run()
-    except (KeyboardInterrupt, TerminationSignal) as exc:
-        name = "SIGINT" if type(exc) is KeyboardInterrupt else "SIGTERM"
-        fail(f"stopped by {name}: the running episodes were ended and their containers removed; what was "
-             "stored stays stored. Run the same command again to resume (stored runs and annotations are "
-             "skipped).", ExitCode.INTERRUPTED)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def pipeline_cmd(

@@ -42,7 +42,7 @@ from rootstep.sandboxes._limits import (
 from rootstep.sandboxes._local import LocalSandbox, NotIsolatedWarning, local_allowed
 
 if TYPE_CHECKING:
-    from rootstep.sandboxes._docker import DockerSandbox, close_all, docker_client
+    from rootstep.sandboxes._docker import DockerSandbox, docker_client
 
 __all__ = [
     "ENVIRONMENTS",
@@ -78,11 +78,22 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("DockerSandbox", "close_all", "docker_client"):  # the Docker SDK is imported on first use
+    if name in ("DockerSandbox", "docker_client"):  # the Docker SDK is imported on first use
         from rootstep.sandboxes import _docker
 
         return getattr(_docker, name)
     raise AttributeError(f"module 'rootstep.sandboxes' has no attribute {name!r}")
+
+
+def close_all() -> None:
+    """Close every Docker sandbox of this process: their containers are removed (an episode waiting on
+    one ends at once) and a closed sandbox starts none. Used when a run is stopped (SIGINT / SIGTERM);
+    nothing is imported when this process never made a Docker sandbox."""
+    import sys
+
+    docker = sys.modules.get("rootstep.sandboxes._docker")
+    if docker is not None:
+        docker.close_all()
 
 
 def get_sandbox(
