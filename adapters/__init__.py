@@ -11,16 +11,16 @@ reimplemented), `agentprune` (AgentPrune's pruned communication graph, reimpleme
 framework inside its own pinned sandbox image (`rootstep frameworks build`). See docs/adapters.md.
 Your own program runs as a framework from a system file (`use_systems`, `--system FILE`,
 `rootstep.adapters._command`; docs/your-system.md); pip-installed plugins add adapters, verifiers and
-benchmarks through entry points (`rootstep.adapters._plugins`).
+benchmarks through entry points (`rootstep.adapters._plugins`); every adapter is in `ADAPTERS` (a
+`rootstep.Registry`: origin, load errors).
 Importing this package is light: an adapter's module is imported when it is first asked for.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from rootstep import lazy_exports
+from rootstep import Registry, lazy_exports
 
 if TYPE_CHECKING:
     from rootstep.adapters._visible_tests import visible_tests
@@ -29,39 +29,43 @@ if TYPE_CHECKING:
 # `visible_tests(task)`: the tests a coding task shows its agents (the fault injector reads them too)
 __getattr__ = lazy_exports(__name__, {"visible_tests": "_visible_tests"})
 
-_BUILTIN: dict[str, str] = {
+
+def _adopt(ep: Any, obj: Any) -> tuple[str, type["Adapter"]]:
+    from rootstep.adapters._plugins import adopt_adapter
+
+    return adopt_adapter(ep, obj)
+
+
+def _discover(registry: Registry[type["Adapter"]]) -> None:
+    from rootstep.adapters._plugins import load_systems_from_env
+
+    load_systems_from_env(registry)
+
+
+ADAPTERS: Registry[type["Adapter"]] = Registry("framework adapter", group="rootstep.adapters", adopt=_adopt,
+                                                 discover=_discover)
+"""Every framework adapter by name: the built-ins (imported on first use), pip-installed plugins (entry
+point `rootstep.adapters`: an Adapter subclass or a system file's path), system files (`use_systems`,
+`$ROOTSTEP_SYSTEMS`) and classes registered in code (`register_adapter`)."""
+for _name, _ref in {
     "ag2": "rootstep.adapters._ag2:AG2Adapter",
     "smolagents": "rootstep.adapters._smolagents:SmolagentsAdapter",
     "metagpt": "rootstep.adapters._metagpt:MetaGPTAdapter",
     "owl": "rootstep.adapters._owl:OWLAdapter",
     "aflow": "rootstep.adapters._aflow:AFlowAdapter",
     "agentprune": "rootstep.adapters._agentprune:AgentPruneAdapter",
-}
-_EXTRA: dict[str, type] = {}
+}.items():
+    ADAPTERS.register_lazy(_name, _ref)
 
 
 def register_adapter(cls: type["Adapter"]) -> type["Adapter"]:
     """Make `cls` available as `get_adapter(cls.name)` (usable as a class decorator)."""
-    _EXTRA[cls.name] = cls
-    return cls
-
-
-def _load_plugins() -> None:
-    from rootstep.adapters._plugins import load_adapter_plugins
-
-    load_adapter_plugins(register_adapter)
+    return ADAPTERS.register(cls.name, cls)
 
 
 def adapter_class(name: str) -> type["Adapter"]:
     """The adapter class registered as `name`; KeyError naming the known ones otherwise."""
-    if name not in _BUILTIN:
-        _load_plugins()
-    if name in _EXTRA:
-        return _EXTRA[name]
-    if name not in _BUILTIN:
-        raise KeyError(f"unknown framework adapter {name!r}; known: {', '.join(list_adapters())}")
-    module, _, attr = _BUILTIN[name].partition(":")
-    return getattr(import_module(module), attr)
+    return ADAPTERS.get(name)
 
 
 def get_adapter(name: str, **kwargs: Any) -> "Adapter":
@@ -71,20 +75,16 @@ def get_adapter(name: str, **kwargs: Any) -> "Adapter":
 
 def list_adapters() -> list[str]:
     """Names of the registered adapters (built in, from plugins and system files), sorted."""
-    _load_plugins()
-    return sorted(set(_BUILTIN) | set(_EXTRA))
+    return sorted(ADAPTERS.names())
 
 
 def adapter_for(trajectory: Any) -> type["Adapter"]:
     """The adapter class of a stored trajectory; a system file's run registers its system file again
     (from `metadata["system"]`) when this process does not know it yet."""
     name = trajectory.framework
-    if name not in _BUILTIN and name not in _EXTRA:
-        _load_plugins()
+    if name not in ADAPTERS:
         system = (trajectory.metadata or {}).get("system") or {}
-        if name not in _EXTRA and system.get("file"):
-            from rootstep.adapters._plugins import use_systems
-
+        if system.get("file"):
             use_systems([system["file"]])
     return adapter_class(name)
 
@@ -97,6 +97,7 @@ def use_systems(paths: list[str]) -> list[str]:
 
 
 __all__ = [
+    "ADAPTERS",
     "adapter_class",
     "adapter_for",
     "get_adapter",

@@ -184,9 +184,10 @@ class SystemSpec(BaseModel):
 
 
 def _builtin_names() -> set[str]:
-    from rootstep.adapters import _BUILTIN
+    from rootstep import Origin
+    from rootstep.adapters import ADAPTERS
 
-    return set(_BUILTIN)
+    return set(ADAPTERS.names(Origin.BUILTIN))
 
 
 def _where(loc: tuple[object, ...]) -> str:

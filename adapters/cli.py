@@ -32,8 +32,8 @@ def list_cmd(
 ) -> None:
     """Each adapter: where it comes from (built in, a plugin, a system file), package and version, image tag
     and whether it is built, agents, task kinds; then any plugin or system file that did not load."""
-    from rootstep.adapters import _BUILTIN, adapter_class, list_adapters, use_systems
-    from rootstep.adapters._plugins import origin, plugin_errors
+    from rootstep import plugin_errors
+    from rootstep.adapters import ADAPTERS, use_systems
     from rootstep.warehouse.errors import RootstepError
 
     out = Console(width=None if sys.stdout.isatty() else 200)
@@ -44,12 +44,12 @@ def list_cmd(
             console.print(f"[bold red]error:[/] --system: {escape(str(exc))}")
             raise typer.Exit(2) from None
     table = Table("framework", "origin", "package", "image", "status", "agents", "task kinds")
-    for name in list_adapters():
-        cls = adapter_class(name)
+    for entry in sorted(ADAPTERS.entries(), key=lambda e: e.name):
+        name, cls = entry.name, ADAPTERS.get(entry.name)
         adapter = cls()
         built = adapter.image_built()
         status = "[yellow]no docker[/]" if built is None else ("[green]built[/]" if built else "[red]not built[/]")
-        where = "built in" if name in _BUILTIN else (origin(name) or "registered in code")
+        where = entry.label
         package = cls.version if where.startswith("system") else f"{cls.package}=={cls.version}"
         table.add_row(name, escape(where), escape(package), adapter.image_tag(), status,
                       ", ".join(cls.agents), ", ".join(cls.task_kinds))

@@ -38,6 +38,20 @@ class Budget(BaseModel):
     max_seconds: float | None = Field(default=None, gt=0)
     """Wall time of the whole search."""
 
+    @classmethod
+    def for_annotate(cls, **limits: int | float | None) -> "Budget":
+        """The budget of `rootstep annotate` and of the `pipeline` flow called from Python: replays and
+        analyzer calls sized to each run (`for_run`), so that a label's earliest step can be established;
+        one re-ask per invalid answer; three candidates (the analyzer's ranked diagnoses, or injection
+        points spread over the run: one alone would be the answer step); no wall clock. `limits` override."""
+        return cls(**{"max_reasks": 1, "max_candidates": 3, **limits})
+
+    @classmethod
+    def for_pipeline(cls, **limits: int | float | None) -> "Budget":
+        """The budget of `rootstep pipeline`: `for_annotate` with a wall clock of 300 s per search, so one
+        long search cannot hold up the whole run (a search stopped by it never yields a label whose earlier
+        steps were untried: `unproven_earliest`). `limits` override."""
+        return cls.for_annotate(**{"max_seconds": 300.0, **limits})
 
     def for_run(self, agent_steps: int) -> "Budget":
         """This budget with `None` limits sized to a run of `agent_steps` agent steps: a replay for each

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
+from rootstep import Registry
 from rootstep.warehouse import Step, Trajectory
 
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
@@ -285,13 +286,14 @@ def truncate_message(step: Step, rng: random.Random) -> Perturbation | None:
                         description=f"truncated the message after {keep} of {len(words)} words")
 
 
-PERTURBATIONS: dict[str, Callable[[Step, random.Random], Perturbation | None]] = {
-    "drop_code_line": drop_code_line,
-    "change_constant": change_constant,
-    "flip_operator": flip_operator,
-    "alter_tool_argument": alter_tool_argument,
-    "truncate_message": truncate_message,
-}
+PerturbationFn = Callable[[Step, random.Random], "Perturbation | None"]
+
+PERTURBATIONS: Registry[PerturbationFn] = Registry("perturbation", group="rootstep.perturbations")
+"""Every programmatic perturbation by name: the built-ins below, pip-installed plugins (entry point
+`rootstep.perturbations`: a function `fn(step, rng) -> Perturbation | None`) and ones registered in code
+(`PERTURBATIONS.register(name, fn)`). The default set of `programmatic_perturbations` is all of them."""
+for _fn in (drop_code_line, change_constant, flip_operator, alter_tool_argument, truncate_message):
+    PERTURBATIONS.register(_fn.__name__, _fn)
 
 
 def programmatic_perturbations(
@@ -308,10 +310,11 @@ def programmatic_perturbations(
     steps. Only agent steps are perturbed (the others are not LLM-produced).
     """
     rng = random.Random(seed)
-    chosen = names or list(PERTURBATIONS)
-    unknown = set(chosen) - set(PERTURBATIONS)
+    known = PERTURBATIONS.names()
+    chosen = names or known
+    unknown = set(chosen) - set(known)
     if unknown:
-        raise ValueError(f"unknown perturbations {sorted(unknown)}; known: {sorted(PERTURBATIONS)}")
+        raise ValueError(f"unknown perturbations {sorted(unknown)}; known: {sorted(known)}")
     agent_steps = [s for s in trajectory.steps if s.kind == "agent" and (steps is None or s.index in steps)]
     rng.shuffle(agent_steps)
     per_step: list[list[Perturbation]] = []

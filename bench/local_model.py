@@ -101,6 +101,28 @@ def summary(rows: list[dict[str, float]]) -> dict[str, float]:
     }
 
 
+def concurrency(engine: Any, question: str, max_tokens: int, levels: list[int]) -> None:
+    """Episodes running at once share the engine's slots (one batch per decoding step): the same total work
+    (`max(levels)` requests of different agents) sent at each level of concurrency, side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = max(levels)
+    requests = [[{"role": "system", "content": AGENTS[agent]}, {"role": "user", "content": f"{question}\n(attempt {i})"}]
+                for i, agent in zip(range(n), [*AGENTS] * n)]
+    print(f"\n{n} requests ({max_tokens} generated tokens each) at 1..{n} at once, on the gateway's engine "
+          f"({engine.slots} slots):")
+    print(f"{'at once':>8} {'wall s':>8} {'gen tok/s (all)':>16} {'s per request':>14}")
+    base = None
+    for level in levels:
+        started = time.perf_counter()
+        with ThreadPoolExecutor(level) as pool:
+            rows = list(pool.map(lambda m: call(engine, m, max_tokens), requests))
+        wall = time.perf_counter() - started
+        tok_s = sum(r["generated"] for r in rows) / wall
+        base = base or tok_s
+        print(f"{level:>8} {wall:8.1f} {tok_s:16.1f} {wall / n:14.2f}   ({tok_s / base:.2f}x the throughput at 1)")
+
+
 def labels_per_hour(location: str) -> None:
     from rootstep.warehouse import Warehouse
 
@@ -129,6 +151,8 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="a local model (default: the agents' default)")
     parser.add_argument("--turns", type=int, default=8, help="agent turns of the run (then its replay)")
     parser.add_argument("--max-tokens", type=int, default=48, help="generated tokens per call (fixed: same work)")
+    parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 2, 4],
+                        help="requests at once to compare (default 1 2 4; none to skip)")
     parser.add_argument("--warehouse", default=os.environ.get("ROOTSTEP_WAREHOUSE", "rootstep-data"))
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -156,6 +180,8 @@ def main() -> None:
     replay_b = summary(out["no reuse"][args.turns:])
     print(f"the replay's calls alone: {replay_b['s_per_call'] / replay_a['s_per_call']:.2f}x faster with reuse "
           f"({replay_a['s_per_call']:.2f} vs {replay_b['s_per_call']:.2f} s per call)")
+    if args.concurrency:
+        concurrency(reuse, task_text(), args.max_tokens, sorted(set(args.concurrency)))
     labels_per_hour(args.warehouse)
 
 

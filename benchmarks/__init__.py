@@ -21,6 +21,8 @@ from ._math import extract_math_answer, last_boxed, math_equal, normalize_latex
 from ._numeric import extract_number, parse_number
 from ._qa import exact_match, f1_score, normalize_answer
 from ._registry import (
+    BENCHMARKS,
+    VERIFIERS,
     BenchmarkInfo,
     VerifierInfo,
     benchmark,
@@ -51,6 +53,8 @@ from ._suspect import (
 )
 
 __all__ = [
+    "BENCHMARKS",
+    "VERIFIERS",
     "AnswerContract",
     "BenchmarkError",
     "BenchmarkInfo",

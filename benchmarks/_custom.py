@@ -31,7 +31,7 @@ from rootstep.warehouse import Task, TaskKind
 
 from ._errors import BenchmarkError, ValidationError
 from ._numeric import parse_number
-from ._registry import BenchmarkInfo, Loader, _BENCHMARKS, _ensure_builtin_benchmarks, verifier_info
+from ._registry import BENCHMARKS, BenchmarkInfo, Loader, verifier_info
 from ._settings import user_registry_dir
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
@@ -167,8 +167,7 @@ def add_benchmark(
     path = Path(path)
     if not _NAME.match(name):
         raise BenchmarkError(f"benchmark name {name!r}: use 1-64 letters, digits, '.', '_', '+', '-'")
-    _ensure_builtin_benchmarks()
-    if name in _BENCHMARKS:
+    if name in BENCHMARKS:
         raise BenchmarkError(f"benchmark name {name!r} is a built-in benchmark; choose another name")
     folder = registry or user_registry_dir()
     if (folder / f"{name}.json").exists() and not force:

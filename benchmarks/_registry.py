@@ -1,4 +1,5 @@
-"""Registries: verifiers (the success function Omega) by name, and benchmarks (task sets) by name.
+"""Registries: verifiers (the success function Omega) by name (`VERIFIERS`), and benchmarks (task sets) by
+name (`BENCHMARKS`), each a `rootstep.Registry` (origin, entry-point plugins, load errors).
 
 A verifier is a plain function `fn(answer, task, **options) -> Verdict`, registered with `@verifier`.
 Code verifiers also take `sandbox=` (a `rootstep.sandboxes.Sandbox`). A benchmark is a `BenchmarkInfo`
@@ -15,6 +16,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from rootstep import Registry
 from rootstep.warehouse import Task, TaskKind, Verdict
 
 from ._errors import BenchmarkError
@@ -35,32 +37,37 @@ class VerifierInfo(BaseModel):
     summary: str
 
 
-_VERIFIERS: dict[str, VerifierInfo] = {}
+def _builtin_verifiers() -> None:
+    from . import _code, _gaia, _math, _numeric, _qa  # noqa: F401 - importing registers them
+
+
+def _adopt_verifier(ep: Any, obj: Any) -> tuple[str, VerifierInfo]:
+    from ._plugins import adopt_verifier
+
+    return adopt_verifier(ep, obj)
+
+
+VERIFIERS: Registry[VerifierInfo] = Registry("verifier", group="rootstep.verifiers", builtins=_builtin_verifiers,
+                                             adopt=_adopt_verifier)
+"""Every verifier by name: the built-ins, pip-installed plugins (entry point `rootstep.verifiers`) and
+functions registered in code with `@verifier`."""
+
+
+def verifier_of(name: str, fn: Callable[..., Verdict]) -> VerifierInfo:
+    """`fn` described as the verifier `name` (a `sandbox` keyword parameter marks a code verifier)."""
+    doc = inspect.getdoc(fn) or ""
+    return VerifierInfo(name=name, fn=fn, needs_sandbox="sandbox" in inspect.signature(fn).parameters,
+                        summary=doc.splitlines()[0] if doc else "")
 
 
 def verifier(name: str) -> Callable[[Callable[..., Verdict]], Callable[..., Verdict]]:
     """Register `fn` as the verifier `name` (a `sandbox` keyword parameter marks a code verifier)."""
 
     def register(fn: Callable[..., Verdict]) -> Callable[..., Verdict]:
-        if name in _VERIFIERS:
-            raise ValueError(f"verifier {name!r} is already registered")
-        doc = inspect.getdoc(fn) or ""
-        _VERIFIERS[name] = VerifierInfo(
-            name=name,
-            fn=fn,
-            needs_sandbox="sandbox" in inspect.signature(fn).parameters,
-            summary=doc.splitlines()[0] if doc else "",
-        )
+        VERIFIERS.register(name, verifier_of(name, fn), module=fn.__module__, replace_existing=False)
         return fn
 
     return register
-
-
-def _ensure_builtin_verifiers() -> None:
-    from . import _code, _gaia, _math, _numeric, _qa  # noqa: F401 - importing registers them
-    from ._plugins import load_verifier_plugins
-
-    load_verifier_plugins()
 
 
 def get_verifier(name: str) -> Callable[..., Verdict]:
@@ -69,16 +76,13 @@ def get_verifier(name: str) -> Callable[..., Verdict]:
 
 
 def verifier_info(name: str) -> VerifierInfo:
-    _ensure_builtin_verifiers()
-    try:
-        return _VERIFIERS[name]
-    except KeyError:
-        raise BenchmarkError(f"unknown verifier {name!r}; known: {', '.join(sorted(_VERIFIERS))}") from None
+    if name not in VERIFIERS:
+        raise BenchmarkError(f"unknown verifier {name!r}; known: {', '.join(sorted(VERIFIERS.names()))}")
+    return VERIFIERS.get(name)
 
 
 def list_verifiers() -> list[VerifierInfo]:
-    _ensure_builtin_verifiers()
-    return [_VERIFIERS[n] for n in sorted(_VERIFIERS)]
+    return [VERIFIERS.get(n) for n in sorted(VERIFIERS.names())]
 
 
 def verify(task: Task, answer: str | None, *, sandbox: Any = None, **options: Any) -> Verdict:
@@ -118,30 +122,37 @@ class BenchmarkInfo(BaseModel):
 
 
 Loader = Callable[[list[Path], BenchmarkInfo], list[Task]]
-_BENCHMARKS: dict[str, tuple[BenchmarkInfo, Loader]] = {}
+
+
+def _builtin_benchmarks() -> None:
+    from . import _code_loaders, _loaders  # noqa: F401 - importing registers them
+
+
+def _adopt_benchmark(ep: Any, obj: Any) -> tuple[str, tuple[BenchmarkInfo, Loader]]:
+    from ._plugins import adopt_benchmark
+
+    return adopt_benchmark(ep, obj)
+
+
+BENCHMARKS: Registry[tuple[BenchmarkInfo, Loader]] = Registry(
+    "benchmark", group="rootstep.benchmarks", builtins=_builtin_benchmarks, adopt=_adopt_benchmark)
+"""The registered benchmarks by name, each with its loader: the built-ins and pip-installed plugins (entry
+point `rootstep.benchmarks`). Benchmarks added with `add_benchmark` live in the user folder instead."""
 
 
 def benchmark(info: BenchmarkInfo) -> Callable[[Loader], Loader]:
     """Register a built-in benchmark and its loader (`loader(paths, info) -> all tasks in file order`)."""
 
     def register(loader: Loader) -> Loader:
-        _BENCHMARKS[info.name] = (info, loader)
+        BENCHMARKS.register(info.name, (info, loader), module=loader.__module__)
         return loader
 
     return register
 
 
-def _ensure_builtin_benchmarks() -> None:
-    from . import _code_loaders, _loaders  # noqa: F401 - importing registers them
-    from ._plugins import load_benchmark_plugins
-
-    load_benchmark_plugins()
-
-
 def _lookup(name: str) -> tuple[BenchmarkInfo, Loader]:
-    _ensure_builtin_benchmarks()
-    if name in _BENCHMARKS:
-        return _BENCHMARKS[name]
+    if name in BENCHMARKS:
+        return BENCHMARKS.get(name)
     from ._custom import user_benchmark
 
     found = user_benchmark(name)
@@ -157,10 +168,9 @@ def get_benchmark(name: str) -> BenchmarkInfo:
 
 def list_benchmarks() -> list[BenchmarkInfo]:
     """Built-in benchmarks (whether or not their data is present), then user-added ones."""
-    _ensure_builtin_benchmarks()
     from ._custom import user_benchmarks
 
-    return [info for info, _ in _BENCHMARKS.values()] + [info for info, _ in user_benchmarks()]
+    return [info for info, _ in BENCHMARKS.values()] + [info for info, _ in user_benchmarks()]
 
 
 def load_tasks(

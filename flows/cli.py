@@ -16,8 +16,11 @@ from rich.console import Console
 
 console = Console()
 
+from rootstep.annotation import Budget
 from rootstep.gateway import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
-from rootstep.options import WarehouseOption, fail
+from rootstep.options import WarehouseOption, fail, option_group
+
+from ._session import Limits
 
 WarehouseOpt = WarehouseOption
 FrameworkOpt = typer.Option(None, "--framework", "-f", help="Framework adapter; repeat for several (default ag2, smolagents).")
@@ -35,16 +38,71 @@ class RunnerKind(str, Enum):
     ray = "ray"
 
 
-RunnerOpt = typer.Option(RunnerKind.thread, "--runner",
-                         help="Where tasks run: threads of this process, or a Dask / Ray cluster (docs/pipeline.md).")
-DaskAddressOpt = typer.Option(None, "--dask-address",
-                              help="Scheduler of a running Dask cluster (tcp://host:8786); default: a local cluster.")
-RayAddressOpt = typer.Option(None, "--ray-address",
-                             help="A running Ray cluster (ray://host:10001 or auto); default: a local Ray instance.")
-WorkersOpt = typer.Option(2, "--workers", min=1, help="Worker processes of the local cluster (no address given).")
-WorkerSetupOpt = typer.Option(None, "--worker-setup",
-                              help="MODULE:FUNCTION run once in each worker process before its first task "
-                                   "(for example registering scripted models); repeat for several.")
+def _runner(runner_kind: RunnerKind, dask_address: Optional[str], ray_address: Optional[str], workers: int,
+            worker_setup: Optional[list[str]]) -> Any:
+    """The flows' `Runner` from the command-line options (errors name the option)."""
+    from pydantic import ValidationError
+
+    from rootstep.flows._runner import Runner
+
+    if dask_address and runner_kind is not RunnerKind.dask:
+        fail(f"--dask-address is for --runner dask (got --runner {runner_kind.value})")
+    if ray_address and runner_kind is not RunnerKind.ray:
+        fail(f"--ray-address is for --runner ray (got --runner {runner_kind.value})")
+    try:
+        runner = Runner(kind=runner_kind.value, address=dask_address or ray_address, workers=workers,
+                        setup=tuple(worker_setup or ()))
+    except ValidationError as exc:
+        fail("; ".join(f"--worker-setup: {e['msg']}" if e["loc"] and e["loc"][0] == "setup" else e["msg"]
+                        for e in exc.errors()))
+    return _run_flows(runner.require)  # before any flow starts: a missing package is said at once
+
+
+runner_options = option_group("runner", {
+    "runner_kind": (RunnerKind, typer.Option(
+        RunnerKind.thread, "--runner", help="Where tasks run: threads of this process, or a Dask / Ray cluster "
+                                            "(docs/pipeline.md).")),
+    "dask_address": (Optional[str], typer.Option(
+        None, "--dask-address", help="Scheduler of a running Dask cluster (tcp://host:8786); default: a local cluster.")),
+    "ray_address": (Optional[str], typer.Option(
+        None, "--ray-address", help="A running Ray cluster (ray://host:10001 or auto); default: a local Ray instance.")),
+    "workers": (int, typer.Option(2, "--workers", min=1, help="Worker processes of the local cluster (no address given).")),
+    "worker_setup": (Optional[list[str]], typer.Option(
+        None, "--worker-setup", help="MODULE:FUNCTION run once in each worker process before its first task (for "
+                                     "example registering scripted models); repeat for several.")),
+}, build=_runner)
+"""`--runner`, `--dask-address`, `--ray-address`, `--workers`, `--worker-setup`: the command receives the
+checked `Runner` as its parameter `runner`."""
+
+
+def _budget(preset: Budget, **limits: Any) -> Budget:
+    """`preset` with the limits given on the command line (a bad value is a usage error naming the option)."""
+    from pydantic import ValidationError
+
+    try:
+        return Budget.model_validate({**preset.model_dump(), **limits})
+    except ValidationError as exc:
+        fail("; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors()))
+
+
+def budget_options(preset: Budget) -> Any:
+    """`--max-replays`, `--max-llm-calls`, `--max-candidates`, `--max-seconds` with the defaults of `preset`
+    (a `Budget` preset: one source for the library and the command line); the command receives the `Budget`
+    as its parameter `budget`."""
+    return option_group("budget", {
+        "max_replays": (Optional[int], typer.Option(
+            preset.max_replays, "--max-replays", min=0, help="Replays per label (budget; controls apart). Default: "
+            "what the run's length needs (every agent step, the ranked candidates and a joint fix).")),
+        "max_llm_calls": (Optional[int], typer.Option(
+            preset.max_llm_calls, "--max-llm-calls", min=0,
+            help="Analyzer/perturber calls per label (budget). Default: sized to the run.")),
+        "max_candidates": (int, typer.Option(
+            preset.max_candidates, "--max-candidates", min=1, help="Analyzer-ranked diagnoses per failure; injection "
+            "points per success (spread over the run's agents and steps, the answer step last).")),
+        "max_seconds": (Optional[float], typer.Option(
+            preset.max_seconds, "--max-seconds", help="Wall seconds per label (budget; a search stopped by it never "
+            "yields a label whose earlier steps were not tried).")),
+    }, build=lambda **limits: _budget(preset, **limits))
 
 
 class Method(str, Enum):
@@ -65,13 +123,19 @@ IncludeSuspectOpt = typer.Option(False, "--include-suspect",
                                       "right answer; see the verdict_suspect view).")
 InjectModeOpt = typer.Option(InjectMode.auto, "--inject-mode",
                              help="Fault injection: auto (team-aware, then persistent), team_aware, persistent, one_shot.")
-EpisodeSecondsOpt = typer.Option(600.0, "--episode-seconds", min=1,
+_LIMITS = Limits.model_fields
+EpisodeSecondsOpt = typer.Option(_LIMITS["episode_seconds"].default, "--episode-seconds", min=1,
                                  help="Wall clock of one framework episode (raise it for slow or hand-answered models).")
+PerModelOpt = typer.Option(_LIMITS["per_model"].default, help="Concurrent episodes per model (local models: 1).")
+SandboxesOpt = typer.Option(_LIMITS["sandboxes"].default, help="Concurrent Docker containers.")
+limits_options = option_group("limits", {
+    "per_model": (int, PerModelOpt), "sandboxes": (int, SandboxesOpt), "episode_seconds": (float, EpisodeSecondsOpt),
+}, build=lambda **limits: Limits(**limits))
+"""`--per-model`, `--sandboxes`, `--episode-seconds` (defaults: `Limits`'): the command receives the `Limits`
+as its parameter `limits`."""
 MaxTokensOpt = typer.Option(None, "--max-tokens", min=16,
                             help="Least room per analyzer/perturber answer (default: sized to each run's longest step; "
                                  "a cut answer is re-asked with more).")
-
-
 
 
 def _prefect_env() -> None:
@@ -164,14 +228,6 @@ def _benchmarks(specs: Optional[list[str]]) -> Optional[dict[str, Optional[int]]
     return out
 
 
-def _budget(max_replays: Optional[int], max_llm_calls: Optional[int], max_seconds: Optional[float],
-            max_candidates: int = 3) -> Any:
-    from rootstep.annotation import Budget
-
-    return Budget(max_replays=max_replays, max_llm_calls=max_llm_calls, max_reasks=1, max_candidates=max_candidates,
-                  max_seconds=max_seconds)
-
-
 ControlsOpt = typer.Option(1, "--controls", min=0,
                            help="Control replays per flip (the step unchanged, the rest live): a flip that a control "
                                 "shows too is not_causal, never a label. Deterministic calls (temperature 0 on the "
@@ -181,47 +237,10 @@ RepeatsOpt = typer.Option(1, "--repeats", min=1,
                                "counts on both sides give the label's confidence (a Wilson interval on the difference).")
 MinConfidenceOpt = typer.Option(0.0, "--min-confidence", min=0.0, max=1.0,
                                 help="Labels below this confidence are stored but not verified (out of `labels`).")
-MaxReplaysOpt = typer.Option(None, "--max-replays", min=0,
-                             help="Replays per label (budget; controls apart). Default: what the run's length needs "
-                                  "(every agent step, the ranked candidates and a joint fix).")
-MaxLLMCallsOpt = typer.Option(None, "--max-llm-calls", min=0,
-                              help="Analyzer/perturber calls per label (budget). Default: sized to the run.")
-
-
 def _causality(controls: int, repeats: int, min_confidence: float = 0.0) -> Any:
     from rootstep.flows.annotate import Causality
 
     return Causality(controls=controls, repeats=repeats, min_confidence=min_confidence)
-
-
-MaxCandidatesOpt = typer.Option(3, "--max-candidates", min=1,
-                                help="Analyzer-ranked diagnoses per failure; injection points per success (spread "
-                                     "over the run's agents and steps, the answer step last).")
-
-
-def _limits(per_model: int, sandboxes: int, episode_seconds: float = 600.0) -> Any:
-    from rootstep.flows._session import Limits
-
-    return Limits(per_model=per_model, sandboxes=sandboxes, episode_seconds=episode_seconds)
-
-
-def _runner(kind: RunnerKind, dask_address: Optional[str], ray_address: Optional[str], workers: int,
-            setup: Optional[list[str]]) -> Any:
-    """The flows' `Runner` from the command-line options (errors name the option)."""
-    from pydantic import ValidationError
-
-    from rootstep.flows._runner import Runner
-
-    if dask_address and kind is not RunnerKind.dask:
-        fail(f"--dask-address is for --runner dask (got --runner {kind.value})")
-    if ray_address and kind is not RunnerKind.ray:
-        fail(f"--ray-address is for --runner ray (got --runner {kind.value})")
-    try:
-        runner = Runner(kind=kind.value, address=dask_address or ray_address, workers=workers, setup=tuple(setup or ()))
-    except ValidationError as exc:
-        fail("; ".join(f"--worker-setup: {e['msg']}" if e["loc"] and e["loc"][0] == "setup" else e["msg"]
-                        for e in exc.errors()))
-    return _run_flows(runner.require)  # before any flow starts: a missing package is said at once
 
 
 def _run_flows(run: Any) -> Any:
@@ -238,6 +257,9 @@ def _run_flows(run: Any) -> Any:
         fail(escape(str(exc)))  # escaped: "rootstep[ray]" is not rich markup
 
 
+@runner_options
+@budget_options(Budget.for_pipeline())
+@limits_options
 def pipeline_cmd(
     framework: Optional[list[str]] = typer.Option(None, "--framework", "-f",
                                                   help="Framework adapter; repeat for several (default ag2)."),
@@ -248,28 +270,18 @@ def pipeline_cmd(
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
     seed: int = typer.Option(0, help="Shuffles each benchmark before taking COUNT tasks."),
-    max_replays: Optional[int] = MaxReplaysOpt,
-    max_llm_calls: Optional[int] = MaxLLMCallsOpt,
-    max_candidates: int = MaxCandidatesOpt,
-    max_seconds: Optional[float] = typer.Option(300.0, help="Wall seconds per label (budget; a search stopped by it "
-                                                "never yields a label whose earlier steps were not tried)."),
+    budget: Any = None,
     controls: int = ControlsOpt,
     repeats: int = RepeatsOpt,
     counterfactual: bool = typer.Option(True, help="Annotate failures by counterfactual replay."),
     inject: bool = typer.Option(True, help="Annotate successes by fault injection."),
-    per_model: int = typer.Option(2, help="Concurrent episodes per model (local models: 1)."),
-    sandboxes: int = typer.Option(2, help="Concurrent Docker containers."),
+    limits: Any = None,
     include_suspect: bool = IncludeSuspectOpt,
     inject_mode: InjectMode = InjectModeOpt,
     max_tokens: Optional[int] = MaxTokensOpt,
-    episode_seconds: float = EpisodeSecondsOpt,
     warehouse: Optional[str] = WarehouseOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of the table."),
-    runner: RunnerKind = RunnerOpt,
-    dask_address: Optional[str] = DaskAddressOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    workers: int = WorkersOpt,
-    worker_setup: Optional[list[str]] = WorkerSetupOpt,
+    runner: Any = None,
 ) -> None:
     """Collect -> split -> counterfactual + inject -> warehouse. With no arguments: 2 GSM8K + 2 MBPP tasks,
     ag2 and smolagents, the offline model, a local Prefect (ephemeral API), the ./rootstep-data warehouse."""
@@ -277,18 +289,17 @@ def pipeline_cmd(
     from rootstep.flows.pipeline import pipeline
 
     framework, benchmarks = with_systems(framework, system), _benchmarks(benchmark)
-    budget = _budget(max_replays, max_llm_calls, max_seconds, max_candidates)
-    where = _runner(runner, dask_address, ray_address, workers, worker_setup)
     report = _run_flows(lambda: pipeline(
         frameworks=framework, benchmarks=benchmarks, model=model, analyzer_model=analyzer_model,
         perturber_model=perturber_model, seed=seed, budget=budget, counterfactual=counterfactual, inject=inject,
-        warehouse=warehouse, limits=_limits(per_model, sandboxes, episode_seconds), runner=where,
-        include_suspect=include_suspect, causality=_causality(controls, repeats),
-        inject_mode=inject_mode.value, max_tokens=max_tokens))
+        warehouse=warehouse, limits=limits, runner=runner, include_suspect=include_suspect,
+        causality=_causality(controls, repeats), inject_mode=inject_mode.value, max_tokens=max_tokens))
     if as_json:
         console.print_json(report.model_dump_json())
 
 
+@runner_options
+@limits_options
 def collect_cmd(
     framework: Optional[list[str]] = FrameworkOpt,
     system: Optional[list[Path]] = SystemOpt,
@@ -296,15 +307,9 @@ def collect_cmd(
     limit: Optional[int] = typer.Option(2, help="Tasks to run (after shuffling)."),
     seed: int = typer.Option(0),
     model: str = ModelOpt,
-    per_model: int = typer.Option(2, help="Concurrent episodes per model (local models: 1)."),
-    sandboxes: int = typer.Option(2, help="Concurrent Docker containers."),
-    episode_seconds: float = EpisodeSecondsOpt,
+    limits: Any = None,
     warehouse: Optional[str] = WarehouseOpt,
-    runner: RunnerKind = RunnerOpt,
-    dask_address: Optional[str] = DaskAddressOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    workers: int = WorkersOpt,
-    worker_setup: Optional[list[str]] = WorkerSetupOpt,
+    runner: Any = None,
 ) -> None:
     """Run frameworks on benchmark tasks, verify, store runs, steps and LLM calls (stored runs are skipped)."""
     _prefect_env()
@@ -313,11 +318,9 @@ def collect_cmd(
     framework, benchmark = with_systems(framework, system), _benchmark_name(benchmark)
     if limit is not None and limit < 1:
         fail(f"--limit {limit}: must be at least 1")
-    where = _runner(runner, dask_address, ray_address, workers, worker_setup)
     report = _run_flows(lambda: collect(framework or ["ag2", "smolagents"], benchmark, limit=limit, seed=seed,
                                         model=model, warehouse=warehouse,
-                                        limits=_limits(per_model, sandboxes, episode_seconds),
-                                        runner=where))
+                                        limits=limits, runner=runner))
     for r in report.runs:
         state = "stored" if r.cached else ("error" if r.run_id is None else "new")
         outcome = {True: "success", False: "failure", None: "-"}[r.success]
@@ -326,6 +329,8 @@ def collect_cmd(
     console.print(json.dumps(report.counts()))
 
 
+@runner_options
+@budget_options(Budget.for_annotate())
 def annotate_cmd(
     method: Method = typer.Option(Method.both, help="counterfactual (failures), inject (successes) or both."),
     framework: Optional[list[str]] = typer.Option(None, "--framework", "-f", help="Restrict to these frameworks."),
@@ -337,10 +342,7 @@ def annotate_cmd(
                                                "several. A run rootstep did not record (an import) is refused."),
     analyzer_model: str = typer.Option(DEFAULT_ANNOTATOR_MODEL, help="The analyzer LLM."),
     perturber_model: Optional[str] = typer.Option(DEFAULT_ANNOTATOR_MODEL, help="The perturber LLM ('none': programmatic only)."),
-    max_replays: Optional[int] = MaxReplaysOpt,
-    max_llm_calls: Optional[int] = MaxLLMCallsOpt,
-    max_candidates: int = MaxCandidatesOpt,
-    max_seconds: Optional[float] = typer.Option(None, help="Wall seconds per label (budget)."),
+    budget: Any = None,
     controls: int = ControlsOpt,
     repeats: int = RepeatsOpt,
     min_confidence: float = MinConfidenceOpt,
@@ -352,11 +354,7 @@ def annotate_cmd(
     max_tokens: Optional[int] = MaxTokensOpt,
     episode_seconds: float = EpisodeSecondsOpt,
     warehouse: Optional[str] = WarehouseOpt,
-    runner: RunnerKind = RunnerOpt,
-    dask_address: Optional[str] = DaskAddressOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    workers: int = WorkersOpt,
-    worker_setup: Optional[list[str]] = WorkerSetupOpt,
+    runner: Any = None,
 ) -> None:
     """Annotate the stored failures without a counterfactual label and the successes not yet injected."""
     _prefect_env()
@@ -367,13 +365,11 @@ def annotate_cmd(
     framework = with_systems(framework, system)
     causality = _causality(controls, repeats, min_confidence)
     run_ids = _recorded_runs(run_id, warehouse) if run_id else None
-    budget = _budget(max_replays, max_llm_calls, max_seconds, max_candidates)
-    where = _runner(runner, dask_address, ray_address, workers, worker_setup)
-    limits = _limits(2, 2, episode_seconds)
+    limits = Limits(episode_seconds=episode_seconds)
     runs = []
 
     def both() -> None:
-        with start_cluster(where) as shared:  # one local cluster for both flows
+        with start_cluster(runner) as shared:  # one local cluster for both flows
             if method in (Method.counterfactual, Method.both):
                 runs.extend(counterfactual(analyzer_model, frameworks=framework, benchmarks=benchmark, run_ids=run_ids,
                                            limit=limit, budget=budget, warehouse=warehouse, runner=shared,
@@ -452,6 +448,7 @@ def deploy_cmd(
         console.print(f"deployment {name}: cron {s.cron!r} -> flow {s.flow}", highlight=False)
 
 
+@runner_options
 def backfill_cmd(
     benchmark: Path = typer.Option(..., "--benchmark", "-b", exists=True, dir_okay=False, help="A JSONL task file."),
     verifier: str = typer.Option(..., "--verifier", "-v", help="Verifier name (`rootstep benchmark verifiers`)."),
@@ -463,11 +460,7 @@ def backfill_cmd(
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
     warehouse: Optional[str] = WarehouseOpt,
-    runner: RunnerKind = RunnerOpt,
-    dask_address: Optional[str] = DaskAddressOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    workers: int = WorkersOpt,
-    worker_setup: Optional[list[str]] = WorkerSetupOpt,
+    runner: Any = None,
 ) -> None:
     """Register a new benchmark (JSONL + verifier) and run the pipeline on it once."""
     _prefect_env()
@@ -475,11 +468,10 @@ def backfill_cmd(
     from rootstep.flows.deploy import backfill
 
     framework = with_systems(framework, system)
-    where = _runner(runner, dask_address, ray_address, workers, worker_setup)
     try:
         _run_flows(lambda: backfill(benchmark, verifier, name=name, limit=limit, frameworks=framework, model=model,
                                     analyzer_model=analyzer_model, perturber_model=perturber_model,
-                                    warehouse=warehouse, runner=where))
+                                    warehouse=warehouse, runner=runner))
     except BenchmarkError as exc:
         fail(str(exc))
 

@@ -38,10 +38,9 @@ took 30-75 s against 55-170 s for smolagents, and a counterfactual search with t
 minutes, so a slice of four AG2 runs fits the main job's time while giving failures to search and, often,
 a success to corrupt (the 0.5B agents solved 2 of 11 AG2 runs measured). Name frameworks and benchmarks to
 go wider (`-f ag2 -f smolagents -b gsm8k:20`)."""
-DEFAULT_BUDGET = Budget(max_reasks=1, max_candidates=3)
-"""Replays and analyzer calls sized to each run's length (`Budget.for_run`), so that a label's earliest step
-can be established (a budget-stopped scan gives `unproven_earliest`, not a label). Three candidates: the
-analyzer's ranked diagnoses, or injection points spread over the run (one alone would be the answer step)."""
+DEFAULT_BUDGET = Budget.for_annotate()
+"""Replays and analyzer calls sized to each run's length (`Budget.for_annotate`); the command line adds a wall
+clock per search (`Budget.for_pipeline`, `--max-seconds`)."""
 
 EXPLORE_SQL = {
     "labels with their cost": (

@@ -86,6 +86,7 @@ class Engine:
         params.verbosity = -1
         self.spec = spec
         self.n_ctx = n_ctx
+        self.slots = slots
         self.prompt_cache = prompt_cache
         self.server = xlc.Server(params)
 

@@ -14,15 +14,20 @@ Exit codes, one per meaning (also in docs/cli.md):
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
+from collections.abc import Callable, Iterable
 from enum import IntEnum
-from typing import TYPE_CHECKING, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, NoReturn, Optional, TypeVar
 
 import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
     from rootstep.warehouse import Warehouse
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ExitCode(IntEnum):
@@ -58,3 +63,42 @@ def open_warehouse(location: Optional[str]) -> "Warehouse":
     from rootstep.warehouse import Warehouse, default_location
 
     return Warehouse(location or default_location())
+
+
+def one_of(names: Callable[[], Iterable[str]], *extra: str) -> Callable[[Optional[str]], Optional[str]]:
+    """A typer `callback` that accepts a name of a live registry (`names()` is read when the command runs,
+    so a tracer or trace format registered after import is accepted) or one of `extra` (`auto`); any
+    other value is a usage error (exit 2) listing the known names."""
+
+    def check(value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return value
+        known = [*extra, *names()]
+        if value not in known:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(known)}")
+        return value
+
+    return check
+
+
+def option_group(name: str, options: dict[str, tuple[Any, Any]], build: Callable[..., Any]) -> Callable[[F], F]:
+    """A decorator that declares a set of options once for many commands: it adds `options` (parameter
+    name -> (type, `typer.Option(...)`)) to the command's signature, and the command receives
+    `build(**their values)` as its parameter `name` instead (a `Runner`, a `Budget`)."""
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != name]
+        added = [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+                 for key, (annotation, option) in options.items()]
+
+        @functools.wraps(command)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            values = {key: kwargs.pop(key) for key in options}
+            return command(*args, **{name: build(**values)}, **kwargs)
+
+        run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own], *added])
+        return run  # type: ignore[return-value]
+
+    return decorate

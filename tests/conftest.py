@@ -34,20 +34,16 @@ def whowhen_copy(whowhen_dir: Path, tmp_path: Path) -> Path:
 def _system_files_stay_in_their_module():
     """System files a test module registers (`use_systems`) are forgotten after it, with the
     `$ROOTSTEP_SYSTEMS` it set: other modules (and the CLIs they start) see the built-in frameworks only."""
-    from rootstep.adapters import _EXTRA
-    from rootstep.adapters import _plugins
+    from rootstep.adapters import ADAPTERS
     from rootstep.adapters._system import SYSTEMS_ENV
 
-    env, extra, seen = os.environ.get(SYSTEMS_ENV), dict(_EXTRA), set(_plugins._systems_seen)
-    yield
+    env = os.environ.get(SYSTEMS_ENV)
+    with ADAPTERS.scoped():
+        yield
     if env is None:
         os.environ.pop(SYSTEMS_ENV, None)
     else:
         os.environ[SYSTEMS_ENV] = env
-    _EXTRA.clear()
-    _EXTRA.update(extra)
-    _plugins._systems_seen.clear()
-    _plugins._systems_seen.update(seen)
 
 
 @pytest.fixture(scope="module")

@@ -35,18 +35,20 @@ def test_registry_lists_and_builds_adapters():
         get_adapter("nope")
 
 
-def test_register_adapter_adds_a_framework(monkeypatch):
-    import rootstep.adapters as registry
+def test_register_adapter_adds_a_framework():
+    from rootstep.adapters import ADAPTERS
 
-    # a private registry, so the toy framework does not leak into later tests' "known:" lists
-    monkeypatch.setattr(registry, "_EXTRA", {})
+    # a scoped registry, so the toy framework does not leak into later tests' "known:" lists
+    with ADAPTERS.scoped():
 
-    @register_adapter
-    class Toy(Adapter):
-        name = "toy-test"
-        agents = ("a",)
+        @register_adapter
+        class Toy(Adapter):
+            name = "toy-test"
+            agents = ("a",)
 
-    assert "toy-test" in list_adapters() and isinstance(get_adapter("toy-test"), Toy)
+        assert "toy-test" in list_adapters() and isinstance(get_adapter("toy-test"), Toy)
+        assert ADAPTERS.entry("toy-test").label == "registered in code"
+    assert "toy-test" not in list_adapters()
 
 
 def test_link_steps_by_step_index_agent_and_leftovers():

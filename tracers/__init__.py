@@ -25,6 +25,7 @@ from ._methods import (
     run_tracer,
     step_by_step,
     tracer,
+    tracer_fn,
 )
 from ._llm import Chat
 from ._parse import ParsedAnswer, match_agent, parse_attribution, parse_half, parse_yes_no
@@ -79,6 +80,7 @@ __all__ = [
     "task_folds",
     "task_split",
     "tracer",
+    "tracer_fn",
     "train_model",
     "trl_reward",
     "verl_compute_score",

@@ -21,7 +21,7 @@ from rootstep.warehouse import Annotation, Cost, Evidence, Trajectory, Warehouse
 
 from ._baselines import attach_baselines
 from ._learned import DEFAULT_FOLDS, DEFAULT_TEXT_DIMS, Example, cross_validate, cv_model_name
-from ._methods import NO_PROVIDER, TRACERS, Attribution, TracerError, run_tracer
+from ._methods import NO_PROVIDER, Attribution, TracerError, run_tracer, tracer_fn
 from ._scoring import Scored, score_by
 from ._training import task_folds
 
@@ -159,8 +159,7 @@ def evaluate(
     imported traces), stored but not scored (`learned` predicts those with the newest saved model).
     `where`: an SQL condition over the `runs` view restricting both.
     """
-    if method not in TRACERS:
-        raise ValueError(f"method {method!r} is unknown; choose one of {', '.join(sorted(TRACERS))}")
+    tracer_fn(method)  # ValueError listing the methods
     condition, params = gold_condition(subset, framework, benchmark)
     gold = warehouse.rows(
         f"SELECT l.run_id, l.agent, l.step, l.method, r.framework, r.benchmark FROM labels l JOIN runs r ON r.id = l.run_id "

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+from importlib import import_module
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
+from rootstep import Registry
 from rootstep.prompts import render
 from rootstep.warehouse import RootstepError, Trajectory
 from rootstep.warehouse.whowhen import parse_record
@@ -111,7 +113,20 @@ def render_steps(trajectory: Trajectory, first: int, last: int, max_prompt_chars
     return rendered, limit is not None and any(len(s.content) > limit for s in steps)
 
 
-TRACERS: dict[str, Callable[..., Attribution]] = {}
+def _builtin_tracers() -> None:
+    import_module("rootstep.tracers")  # importing the package registers every built-in method
+
+
+def _adopt_tracer(ep: Any, obj: Any) -> tuple[str, Callable[..., Attribution]]:
+    if not callable(obj):
+        raise TypeError(f"{ep.value} is not a tracer function (trace, model, ...) -> Attribution")
+    return ep.name, _guarded(ep.name, obj)
+
+
+TRACERS: Registry[Callable[..., Attribution]] = Registry("tracer", group="rootstep.tracers", builtins=_builtin_tracers,
+                                                         adopt=_adopt_tracer)
+"""Every attribution method by name (what `--method` takes): the built-ins, pip-installed plugins (entry
+point `rootstep.tracers`: a function `fn(trace, model, ...) -> Attribution`) and `@tracer` functions."""
 NO_PROVIDER = ("divergence", "confidence", "learned")
 """Methods that call no LLM provider (confidence may run the local llama.cpp model)."""
 
@@ -138,20 +153,32 @@ def tracer(name: str) -> Callable[[Callable[..., Attribution]], Callable[..., At
     """
 
     def register(fn: Callable[..., Attribution]) -> Callable[..., Attribution]:
-        @functools.wraps(fn)  # run_tracer reads fn's own signature through __wrapped__
-        def guarded(trace: Trajectory | dict[str, Any], *args: Any, **options: Any) -> Attribution:
-            t = as_trajectory(trace)
-            why = refusal(t)
-            if why:
-                model = options.get("model", args[0] if args else None) or "-"
-                return Attribution(method=name, model=str(model), error=why,
-                                   with_ground_truth=bool(options.get("with_ground_truth", True)))
-            return fn(t, *args, **options)
-
-        TRACERS[name] = guarded
-        return guarded
+        return TRACERS.register(name, _guarded(name, fn), module=fn.__module__)
 
     return register
+
+
+def _guarded(name: str, fn: Callable[..., Attribution]) -> Callable[..., Attribution]:
+    """`fn`, refusing (no LLM call, `error` says why) a trace that `refusal` rejects."""
+
+    @functools.wraps(fn)  # run_tracer reads fn's own signature through __wrapped__
+    def guarded(trace: Trajectory | dict[str, Any], *args: Any, **options: Any) -> Attribution:
+        t = as_trajectory(trace)
+        why = refusal(t)
+        if why:
+            model = options.get("model", args[0] if args else None) or "-"
+            return Attribution(method=name, model=str(model), error=why,
+                               with_ground_truth=bool(options.get("with_ground_truth", True)))
+        return fn(t, *args, **options)
+
+    return guarded
+
+
+def tracer_fn(name: str) -> Callable[..., Attribution]:
+    """The method registered as `name`; ValueError listing the methods otherwise."""
+    if name not in TRACERS:
+        raise ValueError(f"method {name!r} is unknown; choose one of {', '.join(sorted(TRACERS.names()))}")
+    return TRACERS.get(name)
 
 
 def run_tracer(name: str, trace: Trajectory | dict[str, Any], **options: Any) -> Attribution:
@@ -160,9 +187,7 @@ def run_tracer(name: str, trace: Trajectory | dict[str, Any], **options: Any) ->
     Callers pass one set of options to any method (`model`, `with_ground_truth`, `warehouse`, ...);
     each method declares the ones it uses. Unknown names raise `ValueError` listing the methods.
     """
-    if name not in TRACERS:
-        raise ValueError(f"method {name!r} is unknown; choose one of {', '.join(sorted(TRACERS))}")
-    fn = TRACERS[name]
+    fn = tracer_fn(name)
     accepted = inspect.signature(fn).parameters
     return fn(trace, **{k: v for k, v in options.items() if k in accepted})
 

@@ -12,18 +12,24 @@ from typing import Any, Optional
 import typer
 
 from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
-from rootstep.options import WarehouseOption
+from rootstep.options import WarehouseOption, one_of
 
 tracer_app = typer.Typer(help="Train and list the learned failure tracer (no LLM needed).", no_args_is_help=True)
 
 
-class Method(str, Enum):
-    all_at_once = "all_at_once"
-    step_by_step = "step_by_step"
-    binary_search = "binary_search"
-    divergence = "divergence"
-    confidence = "confidence"
-    learned = "learned"
+def tracer_names() -> list[str]:
+    """The registered tracers (built in, plugins, `@tracer` functions), read when a command runs."""
+    from ._methods import TRACERS
+
+    return TRACERS.names()
+
+
+def MethodOption(default: str) -> Any:
+    """`--method/-m`: any registered tracer; an unknown name is a usage error listing them."""
+    return typer.Option(default, "--method", "-m", metavar="METHOD", callback=one_of(tracer_names),
+                        autocompletion=tracer_names,
+                        help="Attribution method: a registered tracer (docs/tracers.md; a plugin's too). An "
+                             "unknown name lists them.")
 
 
 class Format(str, Enum):
@@ -86,7 +92,7 @@ def print_published(console: Any, benchmarks: list[str]) -> None:
 
 
 def evaluate_cmd(
-    method: Method = typer.Option(Method.all_at_once, "--method", "-m", help="Attribution method."),
+    method: str = MethodOption("all_at_once"),
     model: Optional[str] = typer.Option(None, "--model", help=f"LLM of the LLM methods (default {DEFAULT_MODEL}) / local "
                                         f"scoring model of confidence (default {DEFAULT_SCORER_MODEL})."),
     subset: Optional[str] = typer.Option(None, help="algorithm-generated, hand-crafted, or any benchmark name."),
@@ -119,14 +125,14 @@ def evaluate_cmd(
     from ._methods import default_model
 
     wh = open_warehouse(warehouse)
-    model = model or default_model(method.value)
+    model = model or default_model(method)
     keys = tuple(k.strip() for k in by.split(",") if k.strip())
     if not keys or any(k not in ("benchmark", "framework") for k in keys):
         fail(f"--by: {by!r} must name benchmark and/or framework")
     try:
         with progress_bar() as bar:
             result = evaluate(
-                wh, method.value, model, with_ground_truth=ground_truth, subset=subset, framework=framework, limit=limit,
+                wh, method, model, with_ground_truth=ground_truth, subset=subset, framework=framework, limit=limit,
                 concurrency=concurrency, api_base=api_base, max_prompt_chars=max_prompt_chars, max_tokens=max_tokens,
                 folds=folds, seed=seed, progress=bar, unlabelled=unlabelled, where=where,
             )
@@ -170,7 +176,7 @@ def _print_unlabelled(console: object, result: object) -> None:
 
 def attribute_cmd(
     source: str = typer.Argument(..., metavar="FILE_OR_RUN", help="A Who&When / plain-trace JSON file, or a run id (prefix) in the warehouse."),
-    method: Method = typer.Option(Method.learned, "--method", "-m", help="Attribution method."),
+    method: str = MethodOption("learned"),
     model: Optional[str] = typer.Option(None, "--model", help="LLM methods: the LLM (default: the offline local model); "
                                         "confidence: the local scoring model; learned: a model directory or id (default: the newest)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -194,7 +200,7 @@ def attribute_cmd(
 
     options = {"api_base": api_base} if api_base else {}
     try:
-        run_id, trajectory, a = attribute(source, method.value, open_once, model=model, with_ground_truth=ground_truth,
+        run_id, trajectory, a = attribute(source, method, open_once, model=model, with_ground_truth=ground_truth,
                                           counterpart=counterpart, **options)
     except RootstepError as exc:
         fail(str(exc))

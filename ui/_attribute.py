@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rootstep.tracers import TRACERS
+from rootstep.tracers import tracer_fn
 from rootstep.tracers import predict
 from rootstep.warehouse import Annotation, InputError, Trajectory, Warehouse
 from rootstep.warehouse.whowhen import parse_record
@@ -161,8 +161,7 @@ class Jobs:
     def submit(self, trajectory: Trajectory, *, source: str, method: str, model: str, with_ground_truth: bool = True,
                max_prompt_chars: int = 60_000, max_tokens: int = 512, upload_label: Annotation | None = None,
                store_run: bool = False, run_id: str | None = None) -> Job:
-        if method not in TRACERS:
-            raise ValueError(f"method {method!r} is unknown; choose one of {', '.join(sorted(TRACERS))}")
+        tracer_fn(method)  # ValueError listing the methods
         job = Job(id=uuid.uuid4().hex[:12], source=source, method=method, model=model,
                   with_ground_truth=with_ground_truth, max_prompt_chars=max_prompt_chars, max_tokens=max_tokens,
                   trajectory=trajectory, upload_label=upload_label, store_run=store_run,

@@ -8,8 +8,10 @@
 Formats (`FORMATS`): OTLP/JSON with the GenAI semantic conventions or OpenInference attributes, Phoenix's
 REST span list, Langfuse observations, LangSmith runs and the LangSmith SDK's post/patch batches, Inspect
 AI eval logs (optional extra `inspect`), smolagents memory, AG2 runtime logging (SQLite) and GroupChat
-messages, ATIF (subagent trajectories in sibling files followed). What an import could not keep is a
-warning per file (`FileSummary.warnings`); `strict=True` makes it an error. One module per format, each a pure function from
+messages, ATIF (subagent trajectories in sibling files followed). `FORMATS` is a `rootstep.Registry`: a
+`TraceFormat` registered there (or by the entry point `rootstep.trace_formats`) is read, detected and
+offered by `--format` like these. What an import could not keep is a warning per file
+(`FileSummary.warnings`); `strict=True` makes it an error. One module per format, each a pure function from
 a file to trajectories; `docs/traces.md` has the mapping table of each. Imported runs keep their source
 ids (`Step.metadata["source_id"]`, `Trajectory.metadata["trace"]`) so a verdict can go back.
 """
@@ -25,7 +27,7 @@ from .._import import ImportReport, read_all, store
 from .._models import Trajectory
 from .._store import Warehouse
 from ._build import CONTENT_NOT_CAPTURED
-from .detect import FORMATS, detect_format, discover, load_traces
+from .detect import FORMATS, TraceFormat, detect_format, discover, load_traces
 from .verdicts import VERDICT_FORMATS, export_verdicts, verdicts
 
 
@@ -88,5 +90,5 @@ def import_traces(
     return report
 
 
-__all__ = ["CONTENT_NOT_CAPTURED", "FORMATS", "FileSummary", "ImportReport", "TraceImportReport", "VERDICT_FORMATS", "detect_format", "discover",
+__all__ = ["CONTENT_NOT_CAPTURED", "FORMATS", "FileSummary", "ImportReport", "TraceFormat", "TraceImportReport", "VERDICT_FORMATS", "detect_format", "discover",
            "export_verdicts", "import_traces", "load_traces", "verdicts"]

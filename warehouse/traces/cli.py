@@ -8,19 +8,28 @@ from typing import Optional
 
 import typer
 
-from rootstep.options import WarehouseOption
+from rootstep.options import WarehouseOption, one_of
 
-from .detect import FORMATS
 from .verdicts import VERDICT_FORMATS
 
-TraceFormat = Enum("TraceFormat", {name: name for name in ("auto", *FORMATS)}, type=str)
+
+def format_names() -> list[str]:
+    """The registered trace formats (built in, plugins, registered in code), read when the command runs."""
+    from .detect import FORMATS
+
+    return FORMATS.names()
+
+
 VerdictFormat = Enum("VerdictFormat", {name: name for name in VERDICT_FORMATS}, type=str)
 _IMPORTED = "json_extract_string(metadata, '$.trace.format') IS NOT NULL"
 
 
 def import_traces_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders of them (searched recursively)."),
-    format: TraceFormat = typer.Option("auto", "--format", help="The files' format; auto detects it per file."),
+    format: str = typer.Option("auto", "--format", metavar="FORMAT", callback=one_of(format_names, "auto"),
+                               autocompletion=lambda: ["auto", *format_names()],
+                               help="The files' format: auto (detected per file) or a registered trace format "
+                                    "(docs/traces.md; a plugin's too). An unknown name lists them."),
     framework: Optional[str] = typer.Option(None, help="Framework name for the runs (default: read from the trace)."),
     benchmark: Optional[str] = typer.Option(None, help="Benchmark name for the runs (default: imported-traces, "
                                                        "or the Inspect task)."),
@@ -41,7 +50,7 @@ def import_traces_cmd(
     wh = open_warehouse(warehouse)
     try:
         with progress_bar() as bar:
-            report = import_traces(paths, wh, format=format.value, framework=framework, benchmark=benchmark,
+            report = import_traces(paths, wh, format=format, framework=framework, benchmark=benchmark,
                                    skip_invalid=skip_invalid, progress=bar, strict=strict)
     except RootstepError as exc:
         fail(escape(f"{exc}\nNothing was written. Fix the file or pass --skip-invalid to import the rest"

@@ -10,20 +10,47 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rootstep import Origin, Registry
 
 from .._models import Trajectory
 from ..errors import InputError
 from . import ag2, atif, inspect_log, langfuse, langsmith, otlp, phoenix, smolagents
 
-FORMATS = ("otlp", "openinference", "phoenix", "langfuse", "langsmith", "inspect", "smolagents", "ag2", "atif")
-"""What `--format` takes (besides `auto`); `openinference` is OTLP/JSON with OpenInference attributes,
-`phoenix` Phoenix's REST span list."""
 SUFFIXES = (".json", ".jsonl", ".eval", ".db", ".sqlite", ".sqlite3")
 _BINARY = (".eval", ".db", ".sqlite", ".sqlite3")
 
-Loader = Callable[[Path, Any, str, str | None, str | None], list[Trajectory]]
+Loader = Callable[[Path, Any, str | None, str | None], list[Trajectory]]
+Check = Callable[[Path, Any], tuple[bool, str]]
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """A trace format that `load_traces` reads, registered by name in `FORMATS`."""
+
+    load: Loader
+    """`load(path, data, framework, benchmark)`: the trajectories of one file. `data` is the file's parsed
+    JSON (`read_json`), None for a binary file (SQLite, .eval archive); raise `InputError` on a bad file."""
+    check: Check | None = None
+    """`check(path, data) -> (matches, why not)`: the format takes part in `auto` detection, tried in
+    registration order; None: chosen by name (`--format`) only."""
+    binary: bool = False
+    """`check` is also tried on binary files (`data` None)."""
+
+
+def _adopt_format(ep: Any, obj: Any) -> tuple[str, TraceFormat]:
+    if not isinstance(obj, TraceFormat):
+        raise TypeError(f"{ep.value} is not a rootstep.warehouse.traces.TraceFormat")
+    return ep.name, obj
+
+
+FORMATS: Registry[TraceFormat] = Registry("trace format", group="rootstep.trace_formats", adopt=_adopt_format)
+"""What `--format` takes (besides `auto`), in the order `auto` tries them: the built-ins below (`openinference`
+is OTLP/JSON with OpenInference attributes, `phoenix` Phoenix's REST span list), pip-installed plugins (entry
+point `rootstep.trace_formats`: a `TraceFormat`) and formats registered in code (`FORMATS.register`)."""
 
 
 def read_json(path: Path) -> Any:
@@ -128,18 +155,6 @@ def known_unsupported(data: Any) -> str | None:
     return None
 
 
-_CHECKS: list[tuple[str, Callable[[Path, Any], tuple[bool, str]]]] = [
-    ("ag2", lambda path, data: ag2.is_ag2_sqlite(path) if data is None else ag2.is_ag2_messages(data)),
-    ("inspect", inspect_log.is_inspect),
-    ("otlp", lambda path, data: otlp.is_otlp(data)),
-    ("phoenix", lambda path, data: phoenix.is_phoenix(data)),
-    ("atif", lambda path, data: atif.is_atif(data)),
-    ("langsmith", lambda path, data: langsmith.is_langsmith(data)),
-    ("langfuse", lambda path, data: langfuse.is_langfuse(data)),
-    ("smolagents", lambda path, data: smolagents.is_smolagents(data)),
-]
-
-
 def _data(path: Path) -> Any:
     """The parsed JSON of a text file, None for a binary format (SQLite, .eval archive)."""
     if path.suffix in _BINARY:
@@ -153,10 +168,10 @@ def detect_format(path: str | Path, data: Any = None) -> str:
     if data is None:
         data = _data(path)
     reasons = []
-    for name, check in _CHECKS:
-        if data is None and name not in ("ag2", "inspect"):
+    for name, fmt in FORMATS.items():
+        if fmt.check is None or (data is None and not fmt.binary):
             continue
-        ok, why = check(path, data)
+        ok, why = fmt.check(path, data)
         if ok:
             return name
         reasons.append(f"{name}: {why}")
@@ -175,41 +190,20 @@ def load_traces(path: str | Path, format: str = "auto", framework: str | None = 
     path = Path(path)
     file = str(path)
     if format != "auto" and format not in FORMATS:
-        raise InputError(file, "<format>", f"{format!r} is not a trace format; choose auto or one of {', '.join(FORMATS)}")
+        raise InputError(file, "<format>", f"{format!r} is not a trace format; choose auto or one of "
+                                           f"{', '.join(FORMATS.names())}")
     if not path.is_file():
         raise InputError(file, "<path>", "no such file")
     if path.stat().st_size == 0:
         raise InputError(file, "<file>", "the file is empty")
     data = _data(path)
     name = detect_format(path, data) if format == "auto" else format
-    trajectories = _load(path, data, name, framework, benchmark)
+    trajectories = FORMATS.get(name).load(path, data, framework, benchmark)
     if strict:
         for t in trajectories:
             for warning in t.metadata.get("import_warnings") or []:
                 raise InputError(file, f"trace {t.metadata['trace'].get('trace_id') or t.task_id}", f"{warning} (--strict)")
     return trajectories
-
-
-def _load(path: Path, data: Any, name: str, framework: str | None, benchmark: str | None) -> list[Trajectory]:
-    file = str(path)
-    if name in ("otlp", "openinference"):
-        return otlp.load(_required(data, path, name, otlp.is_otlp), file, framework, benchmark)
-    if name == "inspect":
-        ok, why = inspect_log.is_inspect(path, data)
-        if not ok:
-            raise InputError(file, "<format>", f"not inspect: {why}")
-        return inspect_log.load(path, file, framework, benchmark)
-    if name == "ag2":
-        if data is None:
-            ok, why = ag2.is_ag2_sqlite(path)
-            if not ok:
-                raise InputError(file, "<format>", f"not ag2: {why}")
-            return ag2.load_sqlite(path, file, framework, benchmark)
-        return ag2.load_messages(_required(data, path, name, ag2.is_ag2_messages), file, framework, benchmark)
-    modules = {"atif": atif, "langsmith": langsmith, "langfuse": langfuse, "smolagents": smolagents, "phoenix": phoenix}
-    checks = {"atif": atif.is_atif, "langsmith": langsmith.is_langsmith, "langfuse": langfuse.is_langfuse,
-              "smolagents": smolagents.is_smolagents, "phoenix": phoenix.is_phoenix}
-    return modules[name].load(_required(data, path, name, checks[name]), file, framework, benchmark)
 
 
 def _required(data: Any, path: Path, name: str, check: Callable[[Any], tuple[bool, str]]) -> Any:
@@ -219,6 +213,48 @@ def _required(data: Any, path: Path, name: str, check: Callable[[Any], tuple[boo
     if not ok:
         raise InputError(str(path), "<format>", f"not {name}: {why}")
     return data
+
+
+def _checked(name: str, path: Path, result: tuple[bool, str]) -> None:
+    ok, why = result
+    if not ok:
+        raise InputError(str(path), "<format>", f"not {name}: {why}")
+
+
+def _json_format(name: str, module: Any, is_format: Callable[[Any], tuple[bool, str]]) -> TraceFormat:
+    """A JSON trace format: `module.load(data, file, framework, benchmark)` once `is_format(data)` holds."""
+    return TraceFormat(
+        load=lambda path, data, framework, benchmark: module.load(_required(data, path, name, is_format), str(path),
+                                                                  framework, benchmark),
+        check=lambda path, data: is_format(data))
+
+
+def _load_ag2(path: Path, data: Any, framework: str | None, benchmark: str | None) -> list[Trajectory]:
+    if data is None:
+        _checked("ag2", path, ag2.is_ag2_sqlite(path))
+        return ag2.load_sqlite(path, str(path), framework, benchmark)
+    return ag2.load_messages(_required(data, path, "ag2", ag2.is_ag2_messages), str(path), framework, benchmark)
+
+
+def _load_inspect(path: Path, data: Any, framework: str | None, benchmark: str | None) -> list[Trajectory]:
+    _checked("inspect", path, inspect_log.is_inspect(path, data))
+    return inspect_log.load(path, str(path), framework, benchmark)
+
+
+# the built-ins, in the order `auto` tries them (AG2's SQLite and Inspect's archive are binary)
+for _name, _format in {
+    "ag2": TraceFormat(_load_ag2, lambda path, data: ag2.is_ag2_sqlite(path) if data is None else ag2.is_ag2_messages(data),
+                       binary=True),
+    "inspect": TraceFormat(_load_inspect, inspect_log.is_inspect, binary=True),
+    "otlp": _json_format("otlp", otlp, otlp.is_otlp),
+    "openinference": TraceFormat(_json_format("openinference", otlp, otlp.is_otlp).load),  # by name only
+    "phoenix": _json_format("phoenix", phoenix, phoenix.is_phoenix),
+    "atif": _json_format("atif", atif, atif.is_atif),
+    "langsmith": _json_format("langsmith", langsmith, langsmith.is_langsmith),
+    "langfuse": _json_format("langfuse", langfuse, langfuse.is_langfuse),
+    "smolagents": _json_format("smolagents", smolagents, smolagents.is_smolagents),
+}.items():
+    FORMATS.register(_name, _format, origin=Origin.BUILTIN)
 
 
 def discover(paths: Iterable[str | Path]) -> list[Path]:
