@@ -39,9 +39,9 @@ from rootstep.warehouse import LLMCall, Warehouse
 
 if TYPE_CHECKING:
     from rootstep.adapters.base import Adapter
+    from rootstep.gateway import Gateway, GatewayServer
 
     from ._unit import Outcome
-    from rootstep.gateway import Gateway, GatewayServer
 
 from rootstep.gateway import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL  # noqa: F401
 
@@ -75,7 +75,7 @@ class Session:
                  limits: Limits | None = None, sandbox: Any = None, verifier: Any = None,
                  adapter_options: dict[str, Any] | None = None, shared: "Session | None" = None):
         """`shared`: a session whose lock, limits' semaphores and verification sandbox this one uses
-        (a worker process's sessions, one per task with its own gateway, share one set of limits)."""
+        (a worker process's sessions, one per unit with its own gateway, share one set of limits)."""
         self.warehouse = warehouse
         self.gateway = gateway
         self.server = server
