@@ -3,7 +3,9 @@
 A `Session` is opened by the outermost flow and handed to its subflows (`session=`) and to the units of
 work it runs in its thread pool (Prefect's default `ThreadPoolTaskRunner`): an object passed along, not
 a registry looked up by name. Prefect records a flow's parameters; a session is recorded as `<Session>`
-(its `__slots__` keep Prefect's JSON encoder from walking the gateway and warehouse).
+(its `__slots__` keep Prefect's JSON encoder from walking the gateway and warehouse), and Prefect ships
+them with each task it sends to a Dask / Ray worker, where a session arrives as None (`__reduce__`: its
+gateway, locks and warehouse belong to the flow's process; a unit there opens a worker session).
 
 Concurrency limits are thread-safe semaphores keyed by model and by sandbox pool, not Prefect global
 concurrency limits: with the ephemeral API (the default `rootstep pipeline`) the Prefect server lives
@@ -88,6 +90,9 @@ class Session:
         self._verify_sandbox: Any = sandbox
         self._verifier = verifier
         self._stopping: threading.Event = self._owner._stopping if shared is not None else threading.Event()
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _not_shipped, ()
 
     @contextmanager
     def open(self) -> Iterator["Session"]:
@@ -198,6 +203,11 @@ def journal_dir_for(warehouse: Warehouse) -> Path:
     if getattr(warehouse, "local", False):
         return Path(warehouse.root) / "gateway" / "journal"
     return Path(tempfile.mkdtemp(prefix="rootstep-journal-"))
+
+
+def _not_shipped() -> None:
+    """What a pickled `Session` becomes in another process (see the module docstring)."""
+    return None
 
 
 @contextmanager
