@@ -80,12 +80,12 @@ def list_adapters() -> list[str]:
 
 def adapter_for(trajectory: Any) -> type["Adapter"]:
     """The adapter class of a stored trajectory; a system file's run registers its system file again
-    (from `metadata["system"]`) when this process does not know it yet."""
+    (from `recording.system`) when this process does not know it yet."""
     name = trajectory.framework
     if name not in ADAPTERS:
-        system = (trajectory.metadata or {}).get("system") or {}
-        if system.get("file"):
-            use_systems([system["file"]])
+        system = None if trajectory.recording is None else trajectory.recording.system
+        if system is not None:
+            use_systems([system.file])
     return adapter_class(name)
 
 

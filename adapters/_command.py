@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from rootstep.adapters._system import SystemFileError, SystemSpec
 from rootstep.adapters.base import Adapter, AdapterError, _digest
-from rootstep.warehouse import LLMCall, Step, Task
+from rootstep.warehouse import LLMCall, Step, SystemRef, Task
 
 DRIVER = "command_driver.py"
 
@@ -302,8 +302,10 @@ class CommandAdapter(Adapter):
 
     def episode_metadata(self, out: dict[str, Any]) -> dict[str, Any]:
         program = out.get("program") or {}
-        return {"system": describe(self.system),
-                "program": {"exit_code": program.get("exit_code"), "stderr_tail": str(program.get("stderr_tail") or "")[-1000:]}}
+        return {"program": {"exit_code": program.get("exit_code"), "stderr_tail": str(program.get("stderr_tail") or "")[-1000:]}}
+
+    def system_ref(self) -> SystemRef:
+        return describe(self.system)
 
     def steps_from(self, task: Task, ctx: Any, out: dict[str, Any], calls: list[LLMCall],
                    stats: Any) -> tuple[list[Step], list[dict[str, Any]]]:
@@ -352,9 +354,9 @@ def system_adapter(spec: SystemSpec) -> type[CommandAdapter]:
     })
 
 
-def describe(spec: SystemSpec) -> dict[str, Any]:
-    """The system as stored in a trajectory's metadata (`system`), so a later process can rebuild it."""
-    return {"file": str(spec.path), "name": spec.name, "digest": spec.digest()}
+def describe(spec: SystemSpec) -> SystemRef:
+    """The system as stored in a trajectory's recording (`Recording.system`), so a later process can rebuild it."""
+    return SystemRef(file=str(spec.path), name=spec.name, digest=spec.digest())
 
 
 __all__ = ["CommandAdapter", "build_system_image", "describe", "image_tag", "public_task", "resolve_pins",

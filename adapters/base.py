@@ -26,10 +26,11 @@ How a run goes (`Adapter.run`):
 `Adapter.replay` re-runs the framework from the start against a replay run of the gateway: the recorded
 calls serve the prefix, the intervention is forced at its step, later calls go live.
 
-Whatever the data model has no field for is kept in `Trajectory.metadata`: `gateway_run_id`,
-`agent_models`, `task` (the full Task, so a replay can re-run it), `framework_version`, `image`,
-`gateway_stats`, `unlinked_calls`, `error`, and for replays `replay` (intervention, stats, divergence,
-whether the steps before the intervention equal the recording's).
+What a replay needs is the run's typed `Trajectory.recording` (gateway run id, the full Task, per-agent
+models, image, framework version, system file); a replayed run also carries `Trajectory.replay` (the
+recorded gateway run, the intervention, the gateway's counts and divergence, whether the steps before
+the intervention equal the recording's). What the data model has no field for is kept in
+`Trajectory.metadata`: `gateway_stats`, `llm_calls`, `unlinked_calls`, `episode`, `error`, `traceback`.
 """
 
 from __future__ import annotations
@@ -43,10 +44,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
+from pydantic import TypeAdapter, ValidationError
+
 from rootstep.benchmarks import mark_suspect
-from rootstep.warehouse import Intervention, LLMCall, Step, Task, Trajectory, Verdict
+from rootstep.warehouse import (Intervention, LLMCall, Recording, ReplayProvenance, Step, SystemRef, Task, Trajectory,
+                                Verdict)
 from rootstep.warehouse.errors import RootstepError
 from rootstep.warehouse import StepKind, TaskKind
+
+from ._drivers._episode import MARKER, DriverOutput, DriverStep
 
 if TYPE_CHECKING:
     from rootstep.gateway import GatewayServer
@@ -54,7 +60,7 @@ if TYPE_CHECKING:
     from rootstep.sandboxes import ImageSpec, Sandbox
 
 DRIVERS_DIR = Path(__file__).resolve().parent / "_drivers"
-MARKER = "<<<ROOTSTEP_TRAJECTORY>>>"
+_DRIVER_OUTPUT = TypeAdapter(DriverOutput)
 
 Verifier = Callable[[Task, "str | None"], Verdict]
 """Omega: (task, final answer) -> Verdict."""
@@ -171,11 +177,15 @@ class Adapter(ABC):
         """Files the episode needs besides `episode.json`, `_episode.py` and the driver."""
         return {}
 
-    def episode_metadata(self, out: dict[str, Any]) -> dict[str, Any]:
+    def episode_metadata(self, out: DriverOutput) -> dict[str, Any]:
         """What this framework adds to `Trajectory.metadata` from the driver's output."""
         return {}
 
-    def steps_from(self, task: Task, ctx: Any, out: dict[str, Any], calls: list[LLMCall],
+    def system_ref(self) -> SystemRef | None:
+        """The system file this adapter runs (`Recording.system`); None for a built-in framework."""
+        return None
+
+    def steps_from(self, task: Task, ctx: Any, out: DriverOutput, calls: list[LLMCall],
                    stats: Any) -> tuple[list[Step], list[dict[str, Any]]]:
         """The trajectory's steps from the driver's output and the run's journaled calls (`link_steps`)."""
         return link_steps(out.get("steps", []), calls)
@@ -229,14 +239,11 @@ class Adapter(ABC):
         """
         from rootstep.gateway import RunContext
 
-        meta = trajectory.metadata
-        if "gateway_run_id" not in meta or "task" not in meta:
-            raise AdapterError("this trajectory was not collected by a rootstep adapter (no gateway_run_id/task "
-                               "in its metadata): it cannot be replayed")
+        recording = trajectory.recorded()
         if trajectory.framework != self.name:
             raise AdapterError(f"a {trajectory.framework} trajectory cannot be replayed by the {self.name} adapter")
-        task = Task.model_validate(meta["task"])
-        recorded_run = meta["gateway_run_id"]
+        task = recording.task
+        recorded_run = recording.gateway_run_id
         if intervention is not None:
             if not 0 <= intervention.step < len(trajectory.steps):
                 raise ValueError(f"intervention.step {intervention.step} is outside the trajectory (0..{len(trajectory.steps) - 1})")
@@ -261,7 +268,7 @@ class Adapter(ABC):
         ctx = RunContext(
             run_id=run_id or f"{recorded_run[:120]}-rpl-{suffix}-{uuid.uuid4().hex[:8]}",
             framework=self.name, benchmark=task.benchmark, mode="replay", replay_of=recorded_run,
-            model=model or trajectory.model or "", agent_models=dict(meta.get("agent_models") or {}),
+            model=model or trajectory.model or "", agent_models=dict(recording.agent_models),
             intervention=intervention,
             step_calls={s.index: list(s.call_ids) for s in trajectory.steps if s.call_ids},
             **self.gateway_rules(), **context,
@@ -273,17 +280,12 @@ class Adapter(ABC):
             len(result.steps) >= cut
             and all(a.content_key() == b.content_key() for a, b in zip(trajectory.steps[:cut], result.steps[:cut]))
         )
-        result.metadata = {**result.metadata, "replay": {
-            "of": trajectory.id,
-            "of_gateway_run_id": recorded_run,
-            "intervention": None if intervention is None else intervention.model_dump(mode="json"),
-            "live_calls": stats.get("live", 0),
-            "replayed_calls": stats.get("replayed", 0),
-            "forced_calls": stats.get("forced", 0),
-            "divergence": stats.get("divergence"),
-            "prefix_identical": prefix_ok,
-            "identical": intervention is None and prefix_ok and len(result.steps) == len(trajectory.steps),
-        }}
+        result.replay = ReplayProvenance(
+            of_gateway_run_id=recorded_run, intervention=intervention, live_calls=stats.get("live", 0),
+            replayed_calls=stats.get("replayed", 0), forced_calls=stats.get("forced", 0),
+            divergence=stats.get("divergence"), prefix_identical=prefix_ok,
+            identical=intervention is None and prefix_ok and len(result.steps) == len(trajectory.steps),
+        )
         return result
 
     # ------------------------------------------------------------------ shared machinery
@@ -392,12 +394,11 @@ class Adapter(ABC):
         answer = self.final_answer(task, steps, out.get("final_answer"))
         verify = verifier or self.verifier or default_verifier()
         verdict = mark_suspect(task, answer, steps, verify(task, answer), verify)
+        recording = Recording(
+            gateway_run_id=ctx.run_id, task=task, agent_models=dict(ctx.agent_models), image=self.image_tag(),
+            framework_version=out.get("framework_version", self.version), system=self.system_ref(),
+        )
         metadata: dict[str, Any] = {
-            "gateway_run_id": ctx.run_id,
-            "agent_models": dict(ctx.agent_models),
-            "task": task.model_dump(mode="json"),
-            "framework_version": out.get("framework_version", self.version),
-            "image": self.image_tag(),
             "gateway_stats": stats.as_dict(),
             "llm_calls": len(calls),
             "unlinked_calls": unlinked,
@@ -426,21 +427,26 @@ class Adapter(ABC):
             prompt_tokens=sum(c.prompt_tokens for c in calls),
             completion_tokens=sum(c.completion_tokens for c in calls),
             cost_usd=sum(c.cost_usd for c in calls),
+            recording=recording,
             metadata=metadata,
         )
 
 
-def _parse_output(stdout: str) -> dict[str, Any] | None:
+def _parse_output(stdout: str) -> DriverOutput | None:
+    """The driver's `DriverOutput` (its last `MARKER` line); None when it printed none."""
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARKER):
             try:
-                return json.loads(line[len(MARKER):])
-            except json.JSONDecodeError as exc:
-                raise AdapterError(f"the driver's trajectory line is not JSON: {exc}") from exc
+                return _DRIVER_OUTPUT.validate_json(line[len(MARKER):])
+            except ValidationError as exc:
+                if any(e["type"] == "json_invalid" for e in exc.errors()):
+                    raise AdapterError(f"the driver's trajectory line is not JSON: {exc}") from exc
+                raise AdapterError("the driver's trajectory line breaks the driver-output contract "
+                                   f"(DriverOutput in adapters/_drivers/_episode.py): {exc}") from exc
     return None
 
 
-def link_steps(raw_steps: list[dict[str, Any]], calls: list[LLMCall]) -> tuple[list[Step], list[dict[str, Any]]]:
+def link_steps(raw_steps: list[DriverStep], calls: list[LLMCall]) -> tuple[list[Step], list[dict[str, Any]]]:
     """Steps from the driver's output, each `agent` step linked to the calls that produced it.
 
     A call belongs to step i when it carries `step_index == i` (the driver's `X-Rootstep-Step` header)

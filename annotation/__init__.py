@@ -12,12 +12,13 @@ Public face:
 - `programmatic_perturbations` and the perturbations in `PERTURBATIONS` (no LLM needed).
 - `Budget` (limits per label), `Meter`, `ReplayCost` (what a replay callable reports), `ReplayFn`, and
   `adapter_replay(adapter, trajectory)`, the `ReplayFn` over a framework adapter's `replay`.
+- `Asked`, `with_transcript`: the analyzer's / perturber's calls, kept on the annotation as evidence.
 - `Effect`, `effect`, `band`, `wilson`: the confidence of a label (flips against controls, Wilson bounds).
 See docs/annotation.md.
 """
 
 
-from ._attempt import Asked, ReplayCost, ReplayFn, adapter_replay, proven_identical, rewrite_budget
+from ._attempt import Asked, ReplayCost, ReplayFn, adapter_replay, proven_identical, rewrite_budget, with_transcript
 from ._budget import Budget, Meter
 from ._confidence import Effect, band, effect, wilson
 from ._counterfactual import (
@@ -77,6 +78,7 @@ __all__ = [
     "programmatic_perturbations",
     "proven_identical",
     "rewrite_budget",
+    "with_transcript",
     "sequential_scan",
     "truncate_message",
     "validate_corruption",

@@ -17,10 +17,12 @@ from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.warehouse import Intervention, LLMCall, Replay, ReplayPurpose, Step, Trajectory, Verdict
+from rootstep.warehouse import (Annotation, Asked, Intervention, LLMCall, Replay, ReplayPurpose, Step, Trajectory,
+                                Verdict)
 
 from ._budget import Meter
 from ._confidence import Effect, effect
+from rootstep.tracers import match_agent
 
 T = TypeVar("T")
 
@@ -56,12 +58,11 @@ class ChatLike(Protocol):
     def __call__(self, prompt: str) -> str: ...
 
 
-class Asked(BaseModel):
-    """One LLM call of a search: the answer and, when it was rejected, why."""
-
-    prompt_name: str
-    answer: str
-    problem: str | None = None
+def with_transcript(annotation: Annotation, asked: Sequence[Asked], chat: Any) -> Annotation:
+    """The annotation with the search's analyzer / perturber calls as evidence (`Evidence.transcript`), and
+    the gateway run that journaled them when the chat went through one (`chat.gateway_run_id`)."""
+    return annotation.model_copy(update={"evidence": annotation.evidence.model_copy(update={
+        "transcript": list(asked), "transcript_run_id": getattr(chat, "gateway_run_id", None)})})
 
 
 def model_name(chat: Any, default: str) -> str:
@@ -165,18 +166,19 @@ def ask_valid(
             except Exception as exc:  # a provider failure ends this proposal, not the search
                 log.append(Asked(prompt_name=prompt_name, answer="", problem=f"call failed: {type(exc).__name__}: {exc}"))
                 return None, f"{prompt_name}: call failed: {type(exc).__name__}: {str(exc)[:300]}"
+            call_id = getattr(chat, "last_call_id", None)
             if _cut(chat):
                 limit = getattr(chat, "max_tokens", "?")
                 grown = _grow(chat)
                 cut = f"cut at max_tokens={limit} (finish_reason=length)"
-                log.append(Asked(prompt_name=prompt_name, answer=answer,
+                log.append(Asked(prompt_name=prompt_name, answer=answer, call_id=call_id,
                                  problem=cut + (f"; asked again with max_tokens={grown}" if grown else "")))
                 if grown is None:
                     return None, f"{prompt_name}: the answer was {cut} and cannot be given more room"
                 continue
             reasks += 1
             value, problem = validate(answer)
-            log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem))
+            log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem, call_id=call_id))
             if problem is None:
                 return value, None
             previous = answer
@@ -235,6 +237,34 @@ def answer_step(trajectory: Trajectory, answer_agents: Sequence[str] = ()) -> St
 def same_text(a: str, b: str) -> bool:
     """Equal once whitespace is normalised: such a 'change' would replay the run unchanged."""
     return " ".join(a.split()) == " ".join(b.split())
+
+
+_PLACEHOLDER = re.compile(r"\s*<[^<>\n]{2,200}>\s*")
+_NO_CHANGE = re.compile(r"^\W*no (?:changes?|corrections?|fix(?:es)?)(?: (?:is|are))? (?:needed|necessary|required)\b",
+                        re.IGNORECASE)
+_DESCRIBED = re.compile(
+    r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
+    r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)
+
+
+def not_the_step_itself(text: str, agent: str, field: str) -> str | None:
+    """Why `text`, offered as the replacement of a step by `agent`, is not a message that agent could have
+    written: the prompt's own placeholder copied back (a 1.5B model answered `"<the full corrupted text of
+    step 7>"`), or a description of the change in the third person ("The coder should have calculated ...",
+    "To correct this, the coder should have written: ..."), which the replay would hand to the next agent as
+    the agent's words. None when it reads as the message itself."""
+    if _PLACEHOLDER.fullmatch(text):
+        return f"{field} is the prompt's placeholder {text.strip()!r}, not the text of the step; write the step itself"
+    if _NO_CHANGE.match(text):
+        return (f"{field} says no change is needed ({text.strip()[:60]!r}): a replacement must change the step; when "
+                "the step is correct, say so in the form the prompt gives, or name another step")
+    first = re.split(r"(?<=[.!?:])\s|\n", text.strip(), maxsplit=1)[0]
+    match = _DESCRIBED.match(first)
+    if match and (match.group("who") is None or match_agent(match.group("who"), [agent]) is not None
+                  or match.group("who").lower() in ("agent", "the agent")):
+        return (f"{field} describes a change ({first[:80]!r}) instead of being the message: write the corrected step "
+                f"itself, in {agent}'s own words and format, as the replay will hand it to the next agent")
+    return None
 
 
 def try_intervention(
@@ -337,7 +367,7 @@ def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **
     """A `ReplayFn` over a framework adapter (`rootstep.adapters.base.Adapter.replay`).
 
     The adapter re-runs the framework against a gateway replay run and returns the new trajectory with
-    its verdict and `metadata["replay"]` (the gateway's live/replayed counts and divergence). A replay
+    its verdict and `replay` (`ReplayProvenance`: the gateway's live/replayed counts and divergence). A replay
     whose steps before the intervention differ from the recording is reported as a divergence: its
     verdict is not evidence about the intervention. An infrastructure failure (`AdapterError`: the
     container or the Docker daemon failed) is retried `retries` times before it is reported.
@@ -353,15 +383,15 @@ def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **
             except AdapterError:
                 if attempt == retries:
                     raise
-        info = result.metadata.get("replay") or {}
-        divergence = info.get("divergence")
-        if divergence is None and info.get("prefix_identical") is False:
+        info = result.replay
+        divergence = None if info is None else info.divergence
+        if divergence is None and info is not None and not info.prefix_identical:
             divergence = f"the steps before step {intervention.step} differ from the recorded run"
         verdict = result.verdict
         error = None if verdict is not None else (result.metadata.get("error") or "the replayed run has no verdict")
         cost = ReplayCost(
-            live_calls=int(info.get("live_calls") or 0),
-            replayed_calls=int(info.get("replayed_calls") or 0),
+            live_calls=0 if info is None else info.live_calls,
+            replayed_calls=0 if info is None else info.replayed_calls,
             tokens=result.prompt_tokens + result.completion_tokens,
             cost_usd=result.cost_usd,
             duration_s=time.perf_counter() - started,

@@ -45,10 +45,12 @@ from ._attempt import (
     edit_size,
     json_object,
     model_name,
+    not_the_step_itself,
     same_text,
     trajectory_vars,
     try_intervention,
     verdict_feedback,
+    with_transcript,
 )
 from ._budget import Budget, Meter
 
@@ -66,13 +68,12 @@ class TaskContext(BaseModel):
     """Environment feedback beyond Omega's verdict (test output, tool errors); appended to it."""
     task: Task | None = None
     """The benchmark task (its verifier compares a fix's answer with the step's); a collected run's own
-    `metadata["task"]` by default."""
+    `recording.task` by default."""
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> "TaskContext":
-        task = trajectory.metadata.get("task")
         return cls(question=trajectory.question, ground_truth=trajectory.ground_truth,
-                   task=None if task is None else Task.model_validate(task))
+                   task=None if trajectory.recording is None else trajectory.recording.task)
 
 
 class Diagnosis(BaseModel):
@@ -246,6 +247,9 @@ def validate_diagnosis(
         return None, "suggested_tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
     if not isinstance(fix, str) or (not fix.strip() and tool_calls is None):
         return None, "suggested_fix must be the non-empty corrected text of the step"
+    not_itself = not_the_step_itself(fix, step.agent, "suggested_fix") if fix.strip() else None
+    if not_itself is not None:
+        return None, not_itself
     if same_text(fix, step.content) and tool_calls is None:
         return None, f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
     if tested and (step.index, " ".join(fix.split())) in tested and tool_calls is None:
@@ -585,6 +589,7 @@ class _Search:
                                   replay_ids=[r.id for r in replays], notes=evidence_notes),
                 metadata=metadata,
             )
+        annotation = with_transcript(annotation, self.asked, self.analyzer)
         return CounterfactualResult(annotation=annotation, replays=replays, attempts=self.attempts,
                                     declined=self.declined, asked=self.asked, fixed_run=self.fixed_run,
                                     no_agent_error=finding, notes=self.notes)

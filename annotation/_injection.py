@@ -40,7 +40,7 @@ from rootstep.warehouse import Annotation, Cost, Evidence, Intervention, Replay,
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
-    json_object, model_name, same_text, trajectory_vars, try_intervention,
+    json_object, model_name, not_the_step_itself, same_text, trajectory_vars, try_intervention, with_transcript,
 )
 from ._budget import Budget, Meter
 from ._counterfactual import TaskContext
@@ -137,6 +137,9 @@ def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, s
         return None, "tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
     if not isinstance(content, str) or (not content.strip() and tool_calls is None):
         return None, "corrupted_content must be the non-empty corrupted text of the step"
+    not_itself = not_the_step_itself(content, step.agent, "corrupted_content") if content.strip() else None
+    if not_itself is not None:
+        return None, not_itself
     if same_text(content, step.content) and tool_calls is None:
         return None, f"corrupted_content is identical to step {step.index}; the corruption must change it"
     if (step.index, " ".join(content.split())) in tried:
@@ -483,6 +486,7 @@ class _Injection:
                       "confidence": proof.check.effect.confidence, "answer_leaks": leaks,
                       "control_replays": self.meter.control_replays, "earliest": "by construction"},
         )
+        annotation = with_transcript(annotation, self.asked, self.perturber)
         return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, **common)
 
 

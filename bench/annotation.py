@@ -250,14 +250,16 @@ class Ledger:
         return steps, value
 
     def trajectory(self, task: SimTask, steps: list[Any], value: int | None, run_id: str, parent: str | None = None):
-        from rootstep.warehouse import Trajectory, Verdict
+        from rootstep.warehouse import Recording, Task, Trajectory, Verdict
 
         verdict = Verdict(success=value == task.truth, score=float(value == task.truth),
                           details={"expected": task.truth, "got": value})
+        recorded = Task(benchmark=BENCHMARK, task_id=task.task_id, prompt=task.question, ground_truth=str(task.truth),
+                        verifier="numeric", kind="math")
         return Trajectory(framework=FRAMEWORK, benchmark=BENCHMARK, task_id=task.task_id, question=task.question,
                           ground_truth=str(task.truth), steps=steps, final_answer=None if value is None else str(value),
                           verdict=verdict, model=AGENT_MODEL, source="bench/annotation.py (simulation)",
-                          parent_run_id=parent, metadata={"gateway_run_id": run_id})
+                          parent_run_id=parent, recording=Recording(gateway_run_id=run_id, task=recorded))
 
     def record(self, task: SimTask):
         from rootstep.gateway import RunContext
@@ -273,7 +275,7 @@ class Ledger:
         from rootstep.gateway import RunContext
         from rootstep.annotation import ReplayCost
 
-        source = recorded.metadata["gateway_run_id"]
+        source = recorded.recorded().gateway_run_id
         step_calls = {s.index: list(s.call_ids) for s in recorded.steps if s.call_ids}
 
         def replay(intervention):
@@ -402,7 +404,7 @@ def prior_section(ledger: Ledger, gateway: Any, corpus: list[SimTask], runs: dic
     from rootstep.tracers import rank_steps
 
     started = time.perf_counter()
-    priors = {t.task_id: rank_steps(runs[t.task_id], "confidence", calls=gateway.calls(runs[t.task_id].metadata["gateway_run_id"]))
+    priors = {t.task_id: rank_steps(runs[t.task_id], "confidence", calls=gateway.calls(runs[t.task_id].recorded().gateway_run_id))
               for t in corpus}
     rank_s = time.perf_counter() - started
     hits = sum(priors[t.task_id][0] == t.slip for t in corpus)

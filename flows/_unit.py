@@ -45,7 +45,8 @@ class Outcome(BaseModel, Generic[RowT]):
     runs: list[Trajectory] = Field(default_factory=list)
     """The runs the unit made: the collected episode, or the replayed runs of a search."""
     calls: list[LLMCall] = Field(default_factory=list)
-    """Their LLM calls, as the unit's gateway journaled them (filled by `perform`)."""
+    """Their LLM calls and the analyzer's / perturber's (the annotations' transcripts), as the unit's gateway
+    journaled them (filled by `perform`)."""
     replays: list[Replay] = Field(default_factory=list)
     annotations: list[Annotation] = Field(default_factory=list)
 
@@ -85,7 +86,8 @@ def perform(spec: UnitSpec, host: "Session | WorkerSpec") -> Outcome:
             if session.stopping:
                 raise Stopped(f"{spec.label}: stopped ({type(exc).__name__}: {str(exc)[:200]})") from exc
             raise
-        ids = [r.metadata["gateway_run_id"] for r in outcome.runs if r.metadata.get("gateway_run_id")]
+        ids = [r.recording.gateway_run_id for r in outcome.runs if r.recording is not None]
+        ids += [a.evidence.transcript_run_id for a in outcome.annotations if a.evidence.transcript_run_id]
         return outcome.model_copy(update={"calls": [c for i in ids for c in session.gateway.calls(i)]})
 
 
@@ -134,10 +136,13 @@ def signals_held() -> Iterator[None]:
 def gather(session: Session, pending: list[tuple[UnitSpec, Any]]) -> list[Any]:
     """Wait for each submitted unit (`(spec, Prefect future)`, in order), store its outcome and return
     the report rows; a unit that raised (after its retries), or whose outcome could not be stored, is
-    reported by `spec.failed`. A signal's exception propagates (`open_session` then stops the session)."""
+    reported by `spec.failed`. A signal's exception propagates (`open_session` then stops the session); once
+    the session is stopping (the signal came to another thread) nothing more is stored (`Stopped`)."""
     rows: list[Any] = []
     for spec, future in pending:
         future.wait()
+        if session.stopping:  # another thread took the signal: nothing more is written
+            raise Stopped("the run was stopped: the outcomes not yet stored are not stored")
         state = future.state
         if state.is_completed():
             outcome = future.result()

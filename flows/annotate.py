@@ -34,7 +34,7 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from rootstep.benchmarks import is_suspect, suspect_reason
-from rootstep.warehouse import Annotation, Evidence, LLMCall, Task, Trajectory
+from rootstep.warehouse import Annotation, Evidence, LLMCall, Trajectory
 
 from rootstep.annotation import (
     Budget,
@@ -45,6 +45,7 @@ from rootstep.annotation import (
     inject_fault,
     proven_identical,
     rewrite_budget,
+    with_transcript,
 )
 from ._remote import worker_id
 from ._runner import Runner, open_runner
@@ -188,23 +189,17 @@ class AnnotateReport(BaseModel):
 
 
 class _Limited:
-    """An LLM (`tracers.Chat`) whose calls take a slot of its model's concurrency limit."""
+    """An LLM (`tracers.Chat`) whose calls take a slot of its model's concurrency limit; what it is asked
+    for (`model`, `usage`, `finish_reason`, `last_call_id`, `gateway_run_id`, ...) is the chat's."""
 
     def __init__(self, chat: Any, session: Session):
         self.chat = chat
         self.session = session
 
-    @property
-    def model(self) -> str:
-        return self.chat.model
-
-    @property
-    def usage(self) -> Any:
-        return self.chat.usage
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.chat.finish_reason
+    def __getattr__(self, name: str) -> Any:
+        if name == "chat":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.chat, name)
 
     @property
     def temperature(self) -> float:
@@ -227,20 +222,30 @@ class _Limited:
             return self.chat(prompt)
 
 
-def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Trajectory) -> _Limited:
+def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Trajectory,
+          role: Literal["analyzer", "perturber"]) -> _Limited:
     """The analyzer / perturber for one search: `max_tokens` sized to the steps it may rewrite
     (`rewrite_budget`, at least `max_tokens` when given); a cut answer is re-asked with more room.
     Every analyzer and perturber prompt asks for one JSON object: an offline model is held to it by
-    llama.cpp's JSON grammar (`response_format`), which a 1.5B model otherwise breaks now and then."""
+    llama.cpp's JSON grammar (`response_format`), which a 1.5B model otherwise breaks now and then.
+    Its calls go through the session's gateway, as agent `role` of a run of their own (`<role>-<run id>-...`,
+    the annotation's `evidence.transcript_run_id`): journaled, costed and stored in `llm_calls`."""
+    import uuid
+
+    from rootstep.gateway import RunContext
     from rootstep.tracers import Chat
 
+    run_id = f"{role}-{trajectory.id}-{uuid.uuid4().hex[:8]}"
+    session.gateway.register(RunContext(run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
+                                        model=model))
     extra = {"response_format": {"type": "json_object"}} if model.startswith("local/") else {}
-    return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024), extra=extra), session)
+    return _Limited(Chat(model, max_tokens=rewrite_budget(trajectory, floor=max_tokens or 1024), extra=extra,
+                         gateway_route=session.server.base_url(run_id, role), gateway_run_id=run_id), session)
 
 
 def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None) -> list[LLMCall]:
     """The run's recorded calls: `recorded` when given, else this session's journal, else its warehouse."""
-    return list(recorded) if recorded else session.recording(trajectory.metadata.get("gateway_run_id", ""))
+    return list(recorded) if recorded else session.recording(trajectory.recorded().gateway_run_id)
 
 
 def _deterministic(trajectory: Trajectory, recorded: list[LLMCall]):
@@ -275,10 +280,9 @@ def suspect_verdict(session: Session, trajectory: Trajectory) -> str | None:
     verdict = trajectory.verdict
     if verdict is None or verdict.success:
         return None
-    if "suspect" in verdict.details or "task" not in trajectory.metadata:
+    if "suspect" in verdict.details or trajectory.recording is None:
         return is_suspect(verdict)
-    task = Task.model_validate(trajectory.metadata["task"])
-    return suspect_reason(task, trajectory.final_answer, trajectory.steps, verdict, session.verifier)
+    return suspect_reason(trajectory.recording.task, trajectory.final_answer, trajectory.steps, verdict, session.verifier)
 
 
 def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotated:
@@ -302,7 +306,7 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
         prior = [s.index for s in trajectory.steps if s.kind == "agent"]
         random.Random(f"recheck:{recheck.id}").shuffle(prior)
     result = find_decisive_step(trajectory, trajectory.verdict, None,
-                                _chat(session, spec.analyzer_model, spec.max_tokens, trajectory),
+                                _chat(session, spec.analyzer_model, spec.max_tokens, trajectory, "analyzer"),
                                 _replay_fn(session, trajectory, captured, recorded), spec.budget, verify=session.verifier,
                                 controls=causality.controls, repeats=causality.repeats, prior=prior,
                                 deterministic=_deterministic(trajectory, recorded))
@@ -332,7 +336,7 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
     adapter = adapter_for(trajectory)
     captured: list[Trajectory] = []
     recorded = _recorded(session, trajectory, spec.recorded)
-    perturber = None if perturber_model is None else _chat(session, perturber_model, spec.max_tokens, trajectory)
+    perturber = None if perturber_model is None else _chat(session, perturber_model, spec.max_tokens, trajectory, "perturber")
     result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), spec.budget,
                           programmatic=spec.programmatic, seed=spec.seed, mode=spec.mode,
                           independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents,
@@ -350,7 +354,8 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
         confidence=None if a is None else a.metadata.get("confidence"),
     )
     return Annotated(row=run, runs=captured, replays=result.replays,
-                     annotations=[a if a is not None else not_flipped_record(trajectory, result, perturber_model)])
+                     annotations=[a if a is not None else with_transcript(not_flipped_record(trajectory, result, perturber_model),
+                                                                          result.asked, perturber)])
 
 
 def not_flipped_record(trajectory: Trajectory, result: Any, perturber_model: str | None) -> Annotation:
@@ -374,7 +379,7 @@ def _search_inputs(session: Session, run_id: str) -> dict[str, Any]:
     """What a search of `run_id` reads, for its spec: the run and its recorded LLM calls."""
     with session.lock:
         trajectory = session.warehouse.trajectory(run_id)
-    return {"trajectory": trajectory, "recorded": session.recording(trajectory.metadata.get("gateway_run_id", ""))}
+    return {"trajectory": trajectory, "recorded": session.recording(trajectory.recorded().gateway_run_id)}
 
 
 def _scope(column_prefix: str, frameworks: Sequence[str] | None, benchmarks: Sequence[str] | None,

@@ -265,7 +265,7 @@ def pipeline_cmd(
                                                   help="Framework adapter; repeat for several (default ag2)."),
     system: Optional[list[Path]] = SystemOpt,
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
-                                                  help="NAME:COUNT; repeat for several (default gsm8k:3 and mbpp:1)."),
+                                                  help="NAME:COUNT; repeat for several (default gsm8k:4 and mbpp:1)."),
     model: str = ModelOpt,
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
@@ -283,8 +283,9 @@ def pipeline_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of the table."),
     runner: Any = None,
 ) -> None:
-    """Collect -> split -> counterfactual + inject -> warehouse. With no arguments: 2 GSM8K + 2 MBPP tasks,
-    ag2 and smolagents, the offline model, a local Prefect (ephemeral API), the ./rootstep-data warehouse."""
+    """Collect -> split -> counterfactual + inject -> warehouse. With no arguments: the main job's slice
+    (AG2 on a few GSM8K and MBPP tasks), the offline models, a local Prefect (ephemeral API), the
+    ./rootstep-data warehouse."""
     _prefect_env()
     from rootstep.flows.pipeline import pipeline
 

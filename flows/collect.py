@@ -80,12 +80,12 @@ def stored_runs(session: Session, frameworks: Sequence[str], benchmarks: Sequenc
     marks_b = ", ".join("?" for _ in benchmarks)
     with session.lock:
         rows = session.warehouse.rows(
-            "SELECT id, framework, benchmark, task_id, model, config_hash, success, n_steps, metadata FROM runs "
+            "SELECT id, framework, benchmark, task_id, model, config_hash, success, n_steps, agent_models FROM runs "
             f"WHERE source = 'rootstep' AND parent_run_id IS NULL AND framework IN ({marks_f}) AND benchmark IN ({marks_b})",
             [*frameworks, *benchmarks])
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
-        agent_models = (json.loads(r["metadata"] or "{}") or {}).get("agent_models") or {}
+        agent_models = json.loads(r["agent_models"] or "{}") or {}
         out[run_key(r["framework"], r["benchmark"], r["task_id"], r["model"], agent_models, r["config_hash"])] = r
     return out
 

@@ -14,8 +14,10 @@ running the pipeline again only does what is missing (and a crashed pipeline res
 
 from __future__ import annotations
 
+import contextvars
 import time
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
 
 from prefect import flow
 from pydantic import BaseModel, Field
@@ -24,19 +26,20 @@ from rootstep.warehouse import Task
 
 from rootstep.annotation import Budget, InjectionMode
 from ._runner import Runner, start_cluster
-from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, open_session
+from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, open_session, stopped_by_signals
 from .annotate import AnnotatedRun, AnnotateReport, Causality
 from .annotate import counterfactual as counterfactual_flow
 from .annotate import inject as inject_flow
 from .collect import CollectedRun, CollectReport
 from .collect import collect as collect_flow
 
-DEFAULT_BENCHMARKS = {"gsm8k": 3, "mbpp": 1}
+DEFAULT_BENCHMARKS = {"gsm8k": 4, "mbpp": 1}
 DEFAULT_FRAMEWORKS = ["ag2"]
 """The main job's slice, chosen by measurement on a 2-core machine with the offline models: AG2 episodes
 took 30-75 s against 55-170 s for smolagents, and a counterfactual search with the 1.5B analyzer 3-9
-minutes, so a slice of four AG2 runs fits the main job's time while giving failures to search and, often,
-a success to corrupt (the 0.5B agents solved 2 of 11 AG2 runs measured). Name frameworks and benchmarks to
+minutes, so a slice of five AG2 runs (collected two at a time, the counterfactual and injection stages side
+by side) fits the main job's time while giving failures to search and, often, a success to corrupt (the 0.5B
+agents solved 2 of 11 AG2 runs measured; one of the four on a fresh machine). Name frameworks and benchmarks to
 go wider (`-f ag2 -f smolagents -b gsm8k:20`)."""
 DEFAULT_BUDGET = Budget.for_annotate()
 """Replays and analyzer calls sized to each run's length (`Budget.for_annotate`); the command line adds a wall
@@ -60,6 +63,23 @@ EXPLORE_SQL = {
         "SELECT purpose, run_id, intervention_step, success_before, success_after, live_calls, replayed_calls "
         "FROM replays ORDER BY created_at DESC LIMIT 20"),
 }
+
+
+def _side_by_side(stages: dict[str, Callable[[], AnnotateReport]], session: Session) -> dict[str, tuple[AnnotateReport, float]]:
+    """Run the annotation stages (each a Prefect subflow) at the same time, each in a thread with a copy of
+    this flow's context so that it stays a subflow of the pipeline: counterfactual searches on failures and
+    fault injection on successes are independent, and together they keep the local engine's slots busy
+    while the other waits on a replay's sandbox. Returns each stage's report and its seconds, in order. A
+    signal's exception stops `session` before the pool waits for the stages (their units then end at once)."""
+    def timed(fn: Callable[[], AnnotateReport]) -> tuple[AnnotateReport, float]:
+        clock = time.perf_counter()
+        out = fn()
+        return out, round(time.perf_counter() - clock, 3)
+
+    with ThreadPoolExecutor(max(len(stages), 1), thread_name_prefix="rootstep-stage") as pool, \
+            stopped_by_signals(session):
+        futures = {name: pool.submit(contextvars.copy_context().run, timed, fn) for name, fn in stages.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def annotator_for(model: str) -> str:
@@ -143,8 +163,8 @@ def pipeline(
     """Collect runs, split them, annotate failures (counterfactual) and successes (fault injection).
 
     Args:
-        frameworks: adapters to run (default ag2 and smolagents).
-        benchmarks: benchmark name -> number of tasks (default 2 GSM8K + 2 MBPP), shuffled with `seed`.
+        frameworks: adapters to run (default `DEFAULT_FRAMEWORKS`).
+        benchmarks: benchmark name -> number of tasks (default `DEFAULT_BENCHMARKS`), shuffled with `seed`.
         model: the agents' model; `agent_models` per agent. `analyzer_model` defaults to `model`, or to
             the stronger offline model (`DEFAULT_ANNOTATOR_MODEL`) when `model` is a local one;
             `perturber_model` defaults to the analyzer's.
@@ -169,35 +189,31 @@ def pipeline(
     with open_session(warehouse, limits=limits) as session, start_cluster(runner) as runner:
         report.warehouse = session.warehouse.location
         clock = time.perf_counter()
-        groups: list[tuple[str, int | None, list[Task] | None]]
-        if tasks is not None:
-            groups = [(t_benchmark, None, [t for t in tasks if t.benchmark == t_benchmark])
-                      for t_benchmark in dict.fromkeys(t.benchmark for t in tasks)]
-        else:
-            groups = [(name, n, None) for name, n in benchmarks.items()]
-        for name, n, chosen in groups:
-            collected = collect_flow(frameworks, name, limit=n, seed=seed, model=model, agent_models=agent_models,
-                                     tasks=chosen, runner=runner, session=session)
-            report.collected += collected.runs
+        if tasks is None:
+            from rootstep.benchmarks import load_tasks
+
+            tasks = [t for name, n in benchmarks.items() for t in load_tasks(name, limit=n, seed=seed)]
+        # one collect over every benchmark: the episodes of all of them share the concurrency limits
+        collected = collect_flow(frameworks, tasks[0].benchmark if tasks else "gsm8k", tasks=tasks, model=model,
+                                 agent_models=agent_models, runner=runner, session=session)
+        report.collected += collected.runs
         report.stage_seconds["collect"] = round(time.perf_counter() - clock, 3)
         scope_b = sorted({r.benchmark for r in report.collected})
         run_ids = [r.run_id for r in report.collected if r.run_id]
+        stages: dict[str, Callable[[], AnnotateReport]] = {}
         if counterfactual:
-            clock = time.perf_counter()
-            done: AnnotateReport = counterfactual_flow(analyzer_model, frameworks=frameworks, benchmarks=scope_b,
-                                           run_ids=run_ids, budget=budget, max_tokens=max_tokens,
-                                           runner=runner, session=session, include_suspect=include_suspect,
-                                           causality=causality)
-            report.annotated += done.runs
-            report.stage_seconds["counterfactual"] = round(time.perf_counter() - clock, 3)
+            stages["counterfactual"] = lambda: counterfactual_flow(
+                analyzer_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids, budget=budget,
+                max_tokens=max_tokens, runner=runner, session=session, include_suspect=include_suspect,
+                causality=causality)
         if inject:
-            clock = time.perf_counter()
-            done = inject_flow(perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
-                               budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0,
-                               max_tokens=max_tokens, runner=runner, session=session, mode=inject_mode,
-                               causality=causality)
-            report.annotated += done.runs
-            report.stage_seconds["inject"] = round(time.perf_counter() - clock, 3)
+            stages["inject"] = lambda: inject_flow(
+                perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
+                budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0, max_tokens=max_tokens,
+                runner=runner, session=session, mode=inject_mode, causality=causality)
+        for name, done in _side_by_side(stages, session).items():
+            report.annotated += done[0].runs
+            report.stage_seconds[name] = done[1]
     report.seconds = round(time.perf_counter() - started, 3)
     print(report.render())
     return report

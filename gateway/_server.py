@@ -9,7 +9,8 @@ Routes (any OpenAI client: set `base_url` to the part before `/chat/completions`
 - `POST /v1/chat/completions`: run from `X-Rootstep-Run` (else the gateway's default run), agent as above.
 Optional headers on a call: `X-Rootstep-Step` (the step index it produces) and `X-Rootstep-Purpose`
 (`step`, `speaker_selection`, `parse_retry`, `planning`, `summary`, `other`). Responses carry
-`X-Rootstep-Call-Id` (link it to the step: `Step.call_ids`) and `X-Rootstep-Mode`.
+`X-Rootstep-Call-Id` (link it to the step: `Step.call_ids`), `X-Rootstep-Mode` and (non-streaming)
+`X-Rootstep-Cost-Usd`.
 Admin routes (`/admin/...`) register runs, report stats and flush to a warehouse; when the gateway has
 an admin token they need `Authorization: Bearer <token>`. The `Authorization` header of a call itself is
 ignored: the provider's key is the gateway's, never the client's.
@@ -86,7 +87,8 @@ def create_app(gateway: Gateway, *, admin_token: str | None = None) -> FastAPI:
             return _error(exc.status_code, exc.kind, str(exc))
         except ValueError as exc:
             return _error(400, "invalid_request_error", str(exc))
-        return _json(response, {"x-rootstep-call-id": call.id, "x-rootstep-mode": call.mode})
+        return _json(response, {"x-rootstep-call-id": call.id, "x-rootstep-mode": call.mode,
+                                "x-rootstep-cost-usd": repr(call.cost_usd)})
 
     async def stream_command(run_id: str | None, agent: str, body: dict[str, Any], meta: CallMeta) -> Response:
         events = gateway.stream(run_id, agent, body, meta)

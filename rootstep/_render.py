@@ -69,6 +69,7 @@ def print_trajectory(
         ("final answer", _cell(t.final_answer, 200)),
         *([("imported trace", f"{trace.get('format')} {trace.get('trace_id') or ''}".strip())] if (trace := t.metadata.get("trace")) else []),
         *([("content", t.metadata.get("content_note", "not captured"))] if t.metadata.get("content_captured") is False else []),
+        *_recording_rows(t),
     ]:
         header.add_row(f"[bold]{key}[/]", escape(str(value)))
     suspect = (t.verdict.details or {}).get("suspect") if t.verdict is not None and not t.verdict.success else None
@@ -121,8 +122,44 @@ def print_trajectory(
             if a.status == "verifier_suspect":
                 console.print(f"[bold yellow]no agent error ({a.method}, {escape(a.annotator)}):[/] "
                               f"{escape(a.evidence.reason or '')}")
+        for a in annotations:
+            if a.evidence.transcript:
+                _print_transcript(console, a, width)
     else:
         console.print("[dim]no annotations[/]")
+
+
+def _recording_rows(t: Trajectory) -> list[tuple[str, str]]:
+    """Header rows for how the run was recorded and, for a replayed run, what it re-simulates."""
+    rows: list[tuple[str, str]] = []
+    if t.recording is not None:
+        r = t.recording
+        rows.append(("recording", f"gateway run {r.gateway_run_id} · image {r.image or '∅'} · "
+                                  f"framework {r.framework_version or '∅'}"))
+        if r.agent_models:
+            rows.append(("agent models", ", ".join(f"{agent}: {model}" for agent, model in sorted(r.agent_models.items()))))
+        if r.system is not None:
+            rows.append(("system file", f"{r.system.name} ({r.system.file})"))
+    if t.replay is not None:
+        i = t.replay.intervention
+        what = "exact replay" if i is None else f"{i.kind} at step {i.step}" + (f" ({i.agent})" if i.agent else "")
+        rows.append(("replay", f"of {t.parent_run_id or t.replay.of_gateway_run_id} · {what} · "
+                               f"{t.replay.live_calls} live / {t.replay.replayed_calls} replayed / "
+                               f"{t.replay.forced_calls} forced call(s)"
+                               + (" · diverged" if t.replay.divergence else "")))
+    return rows
+
+
+def _print_transcript(console: Console, a: Annotation, width: int) -> None:
+    """The analyzer's / perturber's calls of one annotation, in order, each with why it was rejected."""
+    table = Table(title=f"{a.method} transcript ({escape(a.annotator)}, gateway run {a.evidence.transcript_run_id or '∅'})",
+                  header_style="bold cyan", show_lines=True)
+    for column in ("#", "prompt", "answer", "problem", "call"):
+        table.add_column(column, overflow="fold")
+    for n, x in enumerate(a.evidence.transcript):
+        answer = x.answer if width == 0 else _cell(x.answer, width)
+        table.add_row(str(n), escape(x.prompt_name), escape(answer), escape(x.problem or "accepted"), escape(x.call_id or "∅"))
+    console.print(table)
 
 
 STATS_QUERIES = {

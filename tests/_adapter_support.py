@@ -58,7 +58,7 @@ def framework_env(name: str, tmp_path_factory: Any, docker_sandbox: Any) -> Iter
 def assert_calls_linked_one_per_agent_step(trajectory: Any, gateway: Any, n_calls: int) -> dict[str, Any]:
     """Every LLM step is linked to exactly the live (scripted) gateway call that produced it, tool and
     human steps to none, and no call is left unlinked; the run's calls by id."""
-    calls = {c.id: c for c in gateway.calls(trajectory.metadata["gateway_run_id"])}
+    calls = {c.id: c for c in gateway.calls(trajectory.recording.gateway_run_id)}
     assert len(calls) == n_calls and trajectory.metadata["unlinked_calls"] == []
     for step in trajectory.steps:
         if step.kind == "agent":
@@ -75,13 +75,13 @@ def assert_exact_replay(env: dict[str, Any], failed: Any, replayed_calls: int) -
     """Replaying the unmodified failed run serves all `replayed_calls` calls from the recording, none
     live, and reproduces every step, the answer and the verdict; the replayed trajectory."""
     r = env["adapter"].replay(failed)
-    info = r.metadata["replay"]
-    assert info["live_calls"] == 0 and info["replayed_calls"] == replayed_calls and info["divergence"] is None
-    assert info["identical"] is True
+    info = r.replay
+    assert info.live_calls == 0 and info.replayed_calls == replayed_calls and info.divergence is None
+    assert info.identical is True
     assert [s.content_key() for s in r.steps] == [s.content_key() for s in failed.steps]
     assert r.final_answer == failed.final_answer and r.verdict.success is False
     assert r.parent_run_id == failed.id
-    assert {c.mode for c in env["gateway"].calls(r.metadata["gateway_run_id"])} == {"replayed"}
+    assert {c.mode for c in env["gateway"].calls(r.recording.gateway_run_id)} == {"replayed"}
     return r
 
 

@@ -93,7 +93,7 @@ def test_coding_task_succeeds(env):
     t = env["adapter"].run(add_task(), "scripted/aflow-test-custom-right",
                            agent_models={"sc_ensemble": "scripted/aflow-test-pick-a"})
     assert "error" not in t.metadata, t.metadata.get("traceback")
-    assert t.framework == "aflow" and t.metadata["framework_version"] == "2.54.0"
+    assert t.framework == "aflow" and t.recording.framework_version == "2.54.0"
     assert [(s.agent, s.kind) for s in t.steps] == [
         ("user", "human"), ("custom", "agent"), ("custom", "agent"), ("custom", "agent"),
         ("sc_ensemble", "agent"), ("test", "tool")]
@@ -136,13 +136,13 @@ def test_intervention_on_the_ensemble_flips_the_outcome(env, failed):
     t = 4  # the ensemble's choice of the wrong candidate: the decisive error
     assert failed.steps[t].agent == "sc_ensemble"
     r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=t, new_content=PICK_B))
-    info = r.metadata["replay"]
-    assert info["prefix_identical"] is True and info["forced_calls"] == 1 and info["replayed_calls"] == 3
+    info = r.replay
+    assert info.prefix_identical is True and info.forced_calls == 1 and info.replayed_calls == 3
     assert [s.content_key() for s in r.steps[:t]] == [s.content_key() for s in failed.steps[:t]]
     assert r.steps[t].content == PICK_B and r.steps[t].metadata["chosen"] == "B"
     assert [(s.agent, s.kind) for s in r.steps[t + 1:]] == [("test", "tool")]
     assert r.steps[t + 1].content == "Visible tests: 3 run, 3 passed, 0 failed."
-    assert info["live_calls"] == 0  # the tests passed: no fix was asked for
+    assert info.live_calls == 0  # the tests passed: no fix was asked for
     assert r.verdict.success is True and failed.verdict.success is False
 
 
@@ -152,7 +152,7 @@ def test_intervention_on_the_test_reflection_flips_the_outcome(env, failed):
     assert (failed.steps[t].agent, failed.steps[t].kind) == ("test", "agent")
     fix = "add(1, 2) returned -1: the function subtracts instead of adding.\n" + RIGHT.split("\n", 1)[1]
     r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=t, new_content=fix))
-    assert r.metadata["replay"]["prefix_identical"] is True and r.metadata["replay"]["replayed_calls"] == 4
+    assert r.replay.prefix_identical is True and r.replay.replayed_calls == 4
     assert [(s.agent, s.kind) for s in r.steps[t:]] == [("test", "agent"), ("test", "tool")]
     assert r.steps[t + 1].metadata["passed"] is True
     assert "return a + b" in r.final_answer and r.verdict.success is True
@@ -193,9 +193,9 @@ def test_math_task_with_a_programmer_retry(env):
     assert t.steps[1].metadata["answer"] == "18" and t.steps[8].metadata["chosen"] == "D"
     assert t.final_answer == "18" and t.verdict.success is True
     # the programmer's prompt carries the first answer's reasoning as its analysis
-    first = env["gateway"].calls(t.metadata["gateway_run_id"])[3]
+    first = env["gateway"].calls(t.recording.gateway_run_id)[3]
     assert first.agent == "programmer" and "9 * 2 = 18" in first.request["messages"][-1]["content"]
-    assert env["adapter"].replay(t).metadata["replay"]["identical"] is True
+    assert env["adapter"].replay(t).replay.identical is True
 
 
 @docker

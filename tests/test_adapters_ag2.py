@@ -44,7 +44,7 @@ def failed(env):
 def test_coding_task_succeeds(env):
     t = env["adapter"].run(add_task(), "scripted/ag2-test-coder-right", agent_models={"critic": "scripted/ag2-test-critic"})
     assert "error" not in t.metadata, t.metadata.get("traceback")
-    assert t.framework == "ag2" and t.metadata["framework_version"] == "0.14.1"
+    assert t.framework == "ag2" and t.recording.framework_version == "0.14.1"
     assert [(s.agent, s.kind) for s in t.steps] == [
         ("executor", "human"), ("coder", "agent"), ("executor", "tool"), ("critic", "agent")]
     assert "exitcode: 0" in t.steps[2].content and "Code output: 3" in t.steps[2].content
@@ -69,13 +69,13 @@ def test_intervention_on_the_critic_flips_the_outcome(env, failed):
     t = 3  # the critic's approval of the wrong code: the decisive error
     assert failed.steps[t].agent == "critic"
     r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=t, new_content=FIX))
-    info = r.metadata["replay"]
-    assert info["prefix_identical"] is True and info["forced_calls"] == 1
+    info = r.replay
+    assert info.prefix_identical is True and info.forced_calls == 1
     assert [s.content_key() for s in r.steps[:t]] == [s.content_key() for s in failed.steps[:t]]
     assert r.steps[t].content == FIX and r.steps[t].agent == "critic"
     assert [s.agent for s in r.steps[t + 1:]] == ["coder", "executor", "critic"]
     assert "Code output: 3" in r.steps[t + 2].content
-    assert info["live_calls"] == 2  # the coder's fix and the critic's approval went live
+    assert info.live_calls == 2  # the coder's fix and the critic's approval went live
     assert r.verdict.success is True and failed.verdict.success is False
 
 
@@ -96,5 +96,5 @@ def test_math_task(env):
     assert "Code output: 18" in t.steps[2].content
     assert t.final_answer.endswith("Answer: 18") and t.verdict.success is True
     # the coder's prompt is the math one (prompts/ag2_coder.j2 renders per task kind)
-    request = env["gateway"].calls(t.metadata["gateway_run_id"])[0].request
+    request = env["gateway"].calls(t.recording.gateway_run_id)[0].request
     assert "math problem" in request["messages"][0]["content"]

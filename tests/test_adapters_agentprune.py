@@ -340,7 +340,7 @@ def _expected_shape(plan) -> list[tuple[str, str]]:
 def test_coding_task_succeeds(env):
     t = env["adapter"].run(add_task(), "scripted/ap-test-analyst", agent_models=_models("scripted/ap-test-programmer-right"))
     assert "error" not in t.metadata, t.metadata.get("traceback")
-    assert t.framework == "agentprune" and t.metadata["framework_version"] == "2.54.0"
+    assert t.framework == "agentprune" and t.recording.framework_version == "2.54.0"
     plan = t.metadata["agentprune"]
     assert plan == _plan(0) and t.steps[0].metadata["graph"] == plan  # the recorded graph is the seed's
     assert _shape(t) == _expected_shape(plan)
@@ -349,7 +349,7 @@ def test_coding_task_succeeds(env):
     assert tools[0].tool_calls[0]["name"] == "run_visible_tests"
     assert t.verdict.success and t.verdict.details["passed"] == 3
     # every LLM step is linked to exactly the call that produced it, by its agent; the others to none
-    calls = {c.id: c for c in env["gateway"].calls(t.metadata["gateway_run_id"])}
+    calls = {c.id: c for c in env["gateway"].calls(t.recording.gateway_run_id)}
     assert len(calls) == 7 and t.metadata["unlinked_calls"] == []  # 3 agents x 2 rounds + decision
     for step in t.steps:
         if step.kind == "agent":
@@ -395,8 +395,8 @@ def test_intervention_on_the_inspector_flips_the_outcome(env, failed):
     assert ("inspector->programmer" in first["spatial"]
             or "inspector->programmer" in plan["round_graphs"][1]["temporal"])
     r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=t, new_content=FIX))
-    info = r.metadata["replay"]
-    assert info["prefix_identical"] is True and info["forced_calls"] == 1 and info["live_calls"] > 0
+    info = r.replay
+    assert info.prefix_identical is True and info.forced_calls == 1 and info.live_calls > 0
     assert [s.content_key() for s in r.steps[:t]] == [s.content_key() for s in failed.steps[:t]]
     assert r.steps[t].content == FIX and r.steps[t].agent == "inspector"
     assert _shape(r) == _shape(failed)  # same graph (same seed): the same agents in the same order
@@ -446,7 +446,7 @@ def test_math_task(env):
     tools = [s for s in t.steps if s.kind == "tool"]
     assert len(tools) == 2 and all(s.content == "Output:\n18" for s in tools)
     assert t.final_answer.endswith("Answer: 18") and t.verdict.success is True
-    assert len(env["gateway"].calls(t.metadata["gateway_run_id"])) == 9  # 4 agents x 2 rounds + decision
+    assert len(env["gateway"].calls(t.recording.gateway_run_id)) == 9  # 4 agents x 2 rounds + decision
 
 
 @pytest.mark.docker

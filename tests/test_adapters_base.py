@@ -10,7 +10,7 @@ import pytest
 
 from rootstep.adapters import adapter_class, get_adapter, list_adapters, register_adapter
 from rootstep.adapters.base import Adapter, AdapterError, _parse_output, link_steps
-from rootstep.warehouse import Intervention, LLMCall, Step, Trajectory
+from rootstep.warehouse import Intervention, LLMCall, MissingRecording, Recording, Step, Trajectory
 
 from ._adapter_support import add_task
 
@@ -90,19 +90,33 @@ def test_driver_output_is_found_after_framework_noise():
         _parse_output("<<<ROOTSTEP_TRAJECTORY>>>{broken")
 
 
+def test_driver_output_follows_the_one_contract_the_drivers_import():
+    """`MARKER` and `DriverOutput` live in `_episode.py` (what the drivers import inside the container); a
+    line that breaks the contract names the contract and the field."""
+    from rootstep.adapters._drivers import _episode
+
+    line = _episode.MARKER + '{"steps": [{"agent": "coder", "content": "x", "started_at": 1.5}], "final_answer": "3"}'
+    assert _parse_output(line) == {"steps": [{"agent": "coder", "content": "x", "started_at": 1.5}], "final_answer": "3"}
+    with pytest.raises(AdapterError, match=r"driver-output contract \(DriverOutput in adapters/_drivers/_episode.py\)"
+                                           r"(.|\n)*steps\.0\.index"):
+        _parse_output(_episode.MARKER + '{"steps": [{"index": "first"}]}')
+    with pytest.raises(AdapterError, match=r"(.|\n)*answer\n  Extra inputs are not permitted"):
+        _parse_output(_episode.MARKER + '{"steps": [], "answer": "3"}')
+
+
 def _recorded() -> Trajectory:
     task = add_task()
     return Trajectory(
         framework="ag2", benchmark="mbpp", task_id="add",
         steps=[Step(index=0, agent="executor", kind="human", content="task"),
                Step(index=1, agent="coder", content="code", call_ids=["call_1"])],
-        metadata={"gateway_run_id": "ag2-run", "task": task.model_dump(mode="json")},
+        recording=Recording(gateway_run_id="ag2-run", task=task),
     )
 
 
 def test_replay_refuses_what_cannot_be_replayed():
     adapter = get_adapter("ag2")
-    with pytest.raises(AdapterError, match="not collected by a rootstep adapter"):
+    with pytest.raises(MissingRecording, match="field `recording` is empty: it was not collected by a rootstep adapter"):
         adapter.replay(Trajectory(framework="ag2", benchmark="mbpp", task_id="x"))
     with pytest.raises(AdapterError, match="cannot be replayed by the smolagents adapter"):
         get_adapter("smolagents").replay(_recorded())

@@ -47,12 +47,12 @@ def failed(env):
 def test_coding_task_succeeds(env):
     t = _run(env, "mgpt-test-coder-right")
     assert "error" not in t.metadata, t.metadata.get("traceback")
-    assert t.metadata["framework_version"] == "0.8.2"
+    assert t.recording.framework_version == "0.8.2"
     assert [(s.agent, s.kind) for s in t.steps] == [
         ("user", "human"), ("coder", "agent"), ("tester", "agent"), ("runner", "tool"), ("reviewer", "agent")]
     assert t.steps[3].content.startswith("exit code 0") and "all asserts passed" in t.steps[3].content
     assert t.verdict.success and t.verdict.details["passed"] == 3
-    calls = {c.id: c for c in env["gateway"].calls(t.metadata["gateway_run_id"])}
+    calls = {c.id: c for c in env["gateway"].calls(t.recording.gateway_run_id)}
     assert len(calls) == 3 and t.metadata["unlinked_calls"] == []
     for step in t.steps:
         if step.kind == "agent":
@@ -78,11 +78,11 @@ def test_intervention_on_the_reviewer_flips_the_outcome(env, failed):
     t = 4  # the reviewer approved code whose asserts failed: the decisive error
     assert failed.steps[t].agent == "reviewer"
     r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=t, new_content=CHANGES))
-    info = r.metadata["replay"]
-    assert info["prefix_identical"] is True and info["forced_calls"] == 1 and info["replayed_calls"] == 2
+    info = r.replay
+    assert info.prefix_identical is True and info.forced_calls == 1 and info.replayed_calls == 2
     assert [s.content_key() for s in r.steps[:t]] == [s.content_key() for s in failed.steps[:t]]
     assert r.steps[t].content == CHANGES
     assert [s.agent for s in r.steps[t + 1:]] == ["coder", "tester", "runner", "reviewer"]
     assert r.steps[t + 3].content.startswith("exit code 0")
-    assert info["live_calls"] == 3
+    assert info.live_calls == 3
     assert r.verdict.success is True

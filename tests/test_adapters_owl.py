@@ -116,7 +116,7 @@ def failed(env):
 def test_coding_task_succeeds(env):
     t = env["adapter"].run(add_task(), "scripted/owl-test-planner", agent_models=_models("good"))
     assert "error" not in t.metadata, t.metadata.get("traceback")
-    assert t.metadata["framework_version"] == "0.2.90"
+    assert t.recording.framework_version == "0.2.90"
     # the good coder makes two calls per attempt (execute_code, then its result): 10 steps after the task
     assert [(s.agent, s.metadata.get("action")) for s in t.steps[1:]] == [
         ("planner", "decompose"), ("coordinator", "assign"), ("coder", "process_task"), ("coder", "process_task"),
@@ -137,7 +137,7 @@ def test_coding_task_succeeds(env):
                                                {"id": "task.2", "state": "DONE", "worker": "reviewer"}]
     assert t.final_answer.startswith("--- Subtask task.1 Result ---") and "return a + b" in t.final_answer
     assert t.verdict.success and t.verdict.details["passed"] == 3
-    calls = {c.id: c for c in env["gateway"].calls(t.metadata["gateway_run_id"])}
+    calls = {c.id: c for c in env["gateway"].calls(t.recording.gateway_run_id)}
     assert len(calls) == 10 and t.metadata["unlinked_calls"] == []
     for step in t.steps[1:]:
         (call_id,) = step.call_ids
@@ -152,7 +152,7 @@ def test_coding_task_fails(env, failed):
     assert "return a - b" in failed.final_answer
     assert failed.verdict.success is False and failed.verdict.details["passed"] == 0
     # camel's retry prompt carries the first attempt (worker id pinned to "coder", not a clone's uuid)
-    retry = env["gateway"].calls(failed.metadata["gateway_run_id"])[4].request
+    retry = env["gateway"].calls(failed.recording.gateway_run_id)[4].request
     assert "Attempt by coder (from pool/clone of coder)" in retry["messages"][-1]["content"]
 
 
@@ -164,12 +164,12 @@ def test_intervention_on_the_coders_last_attempt_flips_the_outcome(env, failed):
     t = 5  # the coder's second, still untested and wrong, attempt: the decisive error
     assert (failed.steps[t].agent, failed.steps[t].metadata["task_id"]) == ("coder", "task.1")
     r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=t, new_content=_result(GOOD)))
-    info = r.metadata["replay"]
+    info = r.replay
     assert "error" not in r.metadata, r.metadata.get("traceback")
-    assert info["prefix_identical"] is True and info["forced_calls"] == 1 and info["replayed_calls"] == 4
+    assert info.prefix_identical is True and info.forced_calls == 1 and info.replayed_calls == 4
     assert [s.content_key() for s in r.steps[:t]] == [s.content_key() for s in failed.steps[:t]]
     assert r.steps[t].content == _result(GOOD)
-    assert info["live_calls"] == 3  # quality check, reviewer, quality check: after the intervention
+    assert info.live_calls == 3  # quality check, reviewer, quality check: after the intervention
     assert [(s.agent, s.metadata.get("action")) for s in r.steps[t + 1:]] == [
         ("planner", "quality_check"), ("reviewer", "process_task"), ("planner", "quality_check")]
     assert "return a + b" in r.steps[t + 2].content  # the reviewer now approves the corrected function
@@ -180,10 +180,10 @@ def test_intervention_on_the_first_attempt_does_not_flip_it(env, failed):
     """The planner's quality check rejects the first attempt whatever it holds, so camel retries task.1
     and the careless coder's second attempt replaces the corrected one: step 3 is not decisive."""
     r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=3, new_content=_result(GOOD)))
-    info = r.metadata["replay"]
-    assert info["prefix_identical"] is True and info["forced_calls"] == 1 and info["replayed_calls"] == 2
+    info = r.replay
+    assert info.prefix_identical is True and info.forced_calls == 1 and info.replayed_calls == 2
     assert [(s.agent, s.metadata.get("action"), s.metadata.get("task_id")) for s in r.steps[1:]] == EXPECTED
-    assert info["live_calls"] == 5
+    assert info.live_calls == 5
     assert "return a - b" in r.final_answer and r.verdict.success is False
 
 
@@ -202,7 +202,7 @@ def test_independent_subtasks_take_turns_and_replay_exactly(env):
         ("coder", "task.1"), ("planner", "task.1")]
     assert all(a.started_at <= b.started_at for a, b in zip(t.steps[1:], t.steps[2:]))
     r = env["adapter"].replay(t)
-    assert r.metadata["replay"]["identical"] is True and r.metadata["replay"]["live_calls"] == 0
+    assert r.replay.identical is True and r.replay.live_calls == 0
 
 
 def test_math_task(env):
@@ -230,5 +230,5 @@ def test_math_task(env):
     assert "Executed Results:\n18" in t.steps[3].observation
     assert t.final_answer.endswith("Answer: 18") and t.verdict.success is True
     # the workers' prompts are the math ones (prompts/owl_*.j2 render per task kind)
-    request = env["gateway"].calls(t.metadata["gateway_run_id"])[2].request
+    request = env["gateway"].calls(t.recording.gateway_run_id)[2].request
     assert "math problem" in request["messages"][0]["content"]

@@ -48,7 +48,7 @@ def failed(env):
 def test_coding_task_succeeds(env):
     t = env["adapter"].run(add_task(), "scripted/smol-test-manager", agent_models={"coder": "scripted/smol-test-coder-good"})
     assert "error" not in t.metadata, t.metadata.get("traceback")
-    assert t.metadata["framework_version"] == "1.26.0"
+    assert t.recording.framework_version == "1.26.0"
     assert [(s.agent, s.kind) for s in t.steps] == [
         ("user", "human"), ("manager", "agent"), ("coder", "agent"), ("manager", "agent")]
     # ordered by start time: the manager's delegating step starts before the coder's step
@@ -57,7 +57,7 @@ def test_coding_task_succeeds(env):
     assert "tests pass" in coder.observation  # the coder's code really ran in the container
     assert coder.tool_calls[0]["name"] == "python_interpreter" and "def add" in coder.tool_calls[0]["arguments"]
     assert t.verdict.success and t.verdict.details["passed"] == 3
-    calls = {c.id: c for c in env["gateway"].calls(t.metadata["gateway_run_id"])}
+    calls = {c.id: c for c in env["gateway"].calls(t.recording.gateway_run_id)}
     assert len(calls) == 3 and t.metadata["unlinked_calls"] == []
     for step in t.steps[1:]:
         (call_id,) = step.call_ids
@@ -80,10 +80,10 @@ def test_intervention_on_the_coder_flips_the_outcome(env, failed):
     t = 2  # the coder's untested, wrong function: the decisive error
     assert failed.steps[t].agent == "coder"
     r = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=t, new_content=TESTED))
-    info = r.metadata["replay"]
-    assert info["prefix_identical"] is True and info["forced_calls"] == 1 and info["replayed_calls"] == 1
+    info = r.replay
+    assert info.prefix_identical is True and info.forced_calls == 1 and info.replayed_calls == 1
     assert [s.content_key() for s in r.steps[:t]] == [s.content_key() for s in failed.steps[:t]]
     assert r.steps[t].content == TESTED and "tests pass" in r.steps[t].observation
-    assert info["live_calls"] == 1  # the manager's last step, after the intervention
+    assert info.live_calls == 1  # the manager's last step, after the intervention
     assert "return a + b" in r.final_answer
     assert r.verdict.success is True and failed.verdict.success is False

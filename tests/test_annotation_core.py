@@ -32,7 +32,7 @@ from rootstep.annotation import (
     truncate_message,
 )
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, Step, Trajectory, Verdict
+from rootstep.warehouse import Intervention, ReplayProvenance, Step, Trajectory, Verdict
 
 # (agent, kind, operation): the tool step 2 records the value and changes nothing
 PLAN = [
@@ -610,7 +610,7 @@ def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
     ledger = Ledger({3})
     run = ledger.trajectory()
 
-    class FakeAdapter:  # what `Adapter.replay` returns: the new run with `metadata["replay"]`
+    class FakeAdapter:  # what `Adapter.replay` returns: the new run with its `replay` provenance
         def __init__(self, prefix_identical: bool):
             self.prefix_identical = prefix_identical
             self.calls: list[tuple[Trajectory, Intervention]] = []
@@ -618,9 +618,9 @@ def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
         def replay(self, trajectory: Trajectory, intervention: Intervention, **kwargs: Any) -> Trajectory:
             self.calls.append((trajectory, intervention))
             result, verdict, cost = ledger.replay(intervention)
-            return result.model_copy(update={"prompt_tokens": 40, "completion_tokens": 2, "metadata": {"replay": {
-                "live_calls": cost.live_calls, "replayed_calls": cost.replayed_calls, "divergence": None,
-                "prefix_identical": self.prefix_identical}}})
+            return result.model_copy(update={"prompt_tokens": 40, "completion_tokens": 2, "replay": ReplayProvenance(
+                of_gateway_run_id="ledger", live_calls=cost.live_calls, replayed_calls=cost.replayed_calls,
+                divergence=None, prefix_identical=self.prefix_identical)})
 
     fix = Intervention(run_id=run.id, step=3, new_content=f"value = {correct_value(3)}")
     good = FakeAdapter(True)

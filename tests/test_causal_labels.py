@@ -21,7 +21,7 @@ from rootstep.annotation import Budget, ReplayCost, find_decisive_step, inject_f
 from rootstep.annotation._attempt import edit_size, proven_identical
 from rootstep.annotation import band, effect, wilson
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, LLMCall, Step, Task, Trajectory, Verdict
+from rootstep.warehouse import Intervention, LLMCall, Recording, Step, Task, Trajectory, Verdict
 
 GSM = Task(benchmark="gsm8k", task_id="t-994", verifier="numeric", kind="math", ground_truth="2",
            prompt="A video lasts 120 seconds. How many minutes is that?")
@@ -77,7 +77,7 @@ class Ensemble:
         v = verify(GSM, final)
         return Trajectory(framework="sim", benchmark="gsm8k", task_id=GSM.task_id, question=GSM.prompt,
                           ground_truth="2", steps=steps, final_answer=final, verdict=v,
-                          metadata={"task": GSM.model_dump(mode="json")})
+                          recording=Recording(gateway_run_id="ledger-run", task=GSM))
 
     def replay(self, i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
         self.calls.append(i)

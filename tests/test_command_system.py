@@ -75,16 +75,16 @@ def test_record_replay_intervene(pair):
     assert run.steps[2].tool_calls[0]["function"]["name"] == "calculator"
     assert run.steps[3].content == str(float(task.ground_truth)) or run.steps[3].content == task.ground_truth
     assert all(len(s.call_ids) == 1 for s in run.steps if s.kind == "agent")
-    assert run.metadata["system"]["file"] == str(PAIR / "system.toml")
-    assert "ground_truth" not in json.dumps([c.request for c in pair.gateway.gateway.calls(run.metadata["gateway_run_id"])])
+    assert run.recording.system.file == str(PAIR / "system.toml")
+    assert "ground_truth" not in json.dumps([c.request for c in pair.gateway.gateway.calls(run.recording.gateway_run_id)])
 
     again = pair.replay(run)
-    assert again.metadata["replay"]["identical"] and again.metadata["replay"]["live_calls"] == 0
+    assert again.replay.identical and again.replay.live_calls == 0
     assert [s.content_key() for s in again.steps] == [s.content_key() for s in run.steps]
 
     wrong = int(task.ground_truth) + 7
     flipped = pair.replay(run, Intervention(run_id=run.id, step=1, new_content=f"The total is {wrong}.\nAnswer: {wrong}"))
-    assert flipped.metadata["replay"]["prefix_identical"] and flipped.metadata["replay"]["forced_calls"] == 1
+    assert flipped.replay.prefix_identical and flipped.replay.forced_calls == 1
     assert not flipped.verdict.success and flipped.final_answer == f"Answer: {wrong}"
 
 
@@ -228,7 +228,7 @@ def test_a_prebuilt_image_gets_the_runner(tmp_path, docker_sandbox, pair):
     task = _task()
     register_script("pair-right-2", _team(lambda: task.ground_truth))
     run = adapter.run(task, "scripted/pair-right-2")
-    assert run.verdict.success and run.metadata["image"].startswith("rootstep-sys-stdlib-pair-image:")
+    assert run.verdict.success and run.recording.image.startswith("rootstep-sys-stdlib-pair-image:")
 
 
 def test_a_nondeterministic_program_gets_a_divergence_report(tmp_path, docker_sandbox):

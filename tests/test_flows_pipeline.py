@@ -66,7 +66,7 @@ def test_collection_split(done):
     # every collected run's LLM calls came through the gateway and were flushed to the warehouse
     for marker in ("s1", "s4"):
         run = _run(wh, fw, marker)
-        gateway_run = __import__("json").loads(run["metadata"])["gateway_run_id"]
+        gateway_run = run["gateway_run_id"]
         calls = wh.rows("SELECT mode, simulated FROM llm_calls WHERE run_id = ?", [gateway_run])
         assert calls and all(c["mode"] == "live" and c["simulated"] for c in calls)
 
@@ -83,6 +83,15 @@ def test_failure_fixed_at_step_3_is_labelled_3(done):
     assert (proof["intervention_step"], proof["success_before"], proof["success_after"]) == (3, False, True)
     fixed = wh.trajectory(proof["result_run_id"])
     assert fixed.parent_run_id == run["id"] and fixed.success is True
+    # the replayed run says what it re-simulates (typed, from its own columns)
+    assert fixed.replay.of_gateway_run_id == run["gateway_run_id"] and fixed.replay.prefix_identical
+    assert (fixed.replay.intervention.step, fixed.replay.intervention.kind) == (3, "fix")
+    assert fixed.recording.task == wh.trajectory(run["id"]).recording.task
+    # the analyzer's calls went through the gateway: in llm_calls, and listed in order on the label
+    asked = wh.rows("SELECT id, agent, purpose, model FROM llm_calls WHERE run_id = ? ORDER BY created_at",
+                    [label.evidence.transcript_run_id])
+    assert len(asked) >= 2 and [c["id"] for c in asked] == [x.call_id for x in label.evidence.transcript]
+    assert {(c["agent"], c["purpose"], c["model"]) for c in asked} == {("analyzer", "annotation", "scripted/flows-analyzer")}
 
 
 def test_later_fix_also_works_but_the_earliest_step_is_the_label(done):
@@ -118,6 +127,10 @@ def test_injection_flips_the_success_labelled_by_construction(done):
     assert corrupted.success is False and (label.agent, label.step) == S.INJECTED_STEP[fw]
     assert label.verified and label.metadata["source_run_id"] == success["id"]
     assert label.cost.replays == 1 and label.cost.llm_calls >= 1
+    perturber_calls = wh.rows("SELECT id, agent, purpose FROM llm_calls WHERE run_id = ? ORDER BY created_at",
+                              [label.evidence.transcript_run_id])
+    assert [c["id"] for c in perturber_calls] == [x.call_id for x in label.evidence.transcript] and perturber_calls
+    assert {(c["agent"], c["purpose"]) for c in perturber_calls} == {("perturber", "annotation")}
     # the corrupted run is a replay: not queued for counterfactual search
     assert not wh.rows("SELECT 1 FROM failures WHERE id = ?", [corrupted.id])
     table = done["report"].render()

@@ -211,7 +211,7 @@ def test_right_answer_succeeds(golden, cell):
     if get_benchmark(cell.benchmark).kind == "coding":
         assert t.verdict.details["passed"] == t.verdict.details["total"]
     else:  # the verifier read exactly the answer the team stated, not another span of the text
-        assert t.verdict.details["extracted"] == t.metadata["task"]["ground_truth"], _explain(t)
+        assert t.verdict.details["extracted"] == t.recording.task.ground_truth, _explain(t)
 
 
 @docker

@@ -22,7 +22,7 @@ from rootstep.annotation._budget import Meter
 from rootstep.annotation._injection import cannot_flip, injection_points
 from rootstep.annotation._perturbations import change_constant, flip_operator
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, Step, Task, Trajectory, Verdict
+from rootstep.warehouse import Intervention, Recording, Step, Task, Trajectory, Verdict
 
 MATH = Task(benchmark="math500", task_id="domain", verifier="math", kind="math", ground_truth="1",
             prompt="What is the smallest integer x for which f(x) = sqrt(x-1)/(x-2) is a real number?")
@@ -48,7 +48,7 @@ def run_of(task: Task, contents: list[tuple[str, str, str]], final: str | None =
     verdict = mark_suspect(task, answer, steps, verify(task, answer), verify)
     return Trajectory(framework="sim", benchmark=task.benchmark, task_id=task.task_id, question=task.prompt,
                       ground_truth=task.ground_truth, steps=steps, final_answer=answer, verdict=verdict,
-                      metadata={"task": task.model_dump(mode="json")})
+                      recording=Recording(gateway_run_id="ledger-run", task=task))
 
 
 def replayer(run: Trajectory, task: Task, rest: Callable[[list[Step], Intervention], list[tuple[str, str, str]]]):
@@ -239,7 +239,7 @@ class Team:
         ok = self.outcome(final)[2]
         return Trajectory(framework="sim", benchmark="mbppplus", task_id="sim", question=CODE_TASK.prompt,
                           steps=steps, final_answer=final, verdict=Verdict(success=ok, details={"total": 4}),
-                          metadata={"task": CODE_TASK.model_dump(mode="json")})
+                          recording=Recording(gateway_run_id="ledger-run", task=CODE_TASK))
 
     def replay(self, i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
         self.interventions.append(i)
@@ -471,3 +471,50 @@ def test_a_greedy_analyzer_is_re_asked_with_sampling_and_given_its_temperature_b
                            Meter(Budget(max_reasks=2)), log, "analyzer.j2")
     assert (value, why) == ("new", None) and chat.seen == [0.0, 0.7, 0.7]
     assert chat.temperature == 0.0 and [a.problem for a in log] == ["already tested", "already tested", None]
+
+
+# Replies of local/qwen2.5-coder-1.5b recorded on the main job's slice (AG2, GSM8K test-120 and test-1101,
+# 2026-11-25): the analyzer described its change instead of writing the step, once declined in a fix, and the
+# perturber copied the prompt's placeholder back as its corruption (a replay then handed it to the team).
+QWEN_1_5B_DESCRIBED = [
+    "The coder should have calculated the total number of sheets of paper on one pad of paper as 900 sheets, "
+    "which is the correct answer.",
+    "To correct this, the coder should have written: `total_sheets_of_paper = sheets_per_pad * 30` instead of "
+    "`total_sheets_of_paper = sheets_per_pad * 30.0`.",
+    "No changes needed.",
+]
+QWEN_1_5B_PLACEHOLDER = "<the full corrupted text of step 7>"
+
+
+def _coder_run() -> Trajectory:
+    return run_of(GSM, [("user", "human", GSM.prompt),
+                        ("coder", "agent", "```python\nprint(2 * 30)\n```"),
+                        ("executor", "tool", "60"),
+                        ("critic", "agent", "The code output is correct. TERMINATE")])
+
+
+@pytest.mark.parametrize("fix", QWEN_1_5B_DESCRIBED)
+def test_a_fix_that_describes_a_change_is_re_asked_not_replayed(fix):
+    from rootstep.annotation._counterfactual import validate_diagnosis
+
+    run = _coder_run()
+    step = 3 if fix.startswith("No changes") else 1
+    agent = run.steps[step].agent
+    diagnosis, problem = validate_diagnosis(run, json.dumps({"mistake_step": step, "mistake_agent": agent,
+                                                             "reason": "r", "suggested_fix": fix}))
+    assert diagnosis is None and ("describes a change" in problem or "no change is needed" in problem)
+    # the step's own words pass, including ones that say what should be (not a description of an edit)
+    for own in ("```python\nprint(2 * 30 * 4)\n```", "The answer should be 240.", "We should multiply by 4 weeks."):
+        ok, problem = validate_diagnosis(run, json.dumps({"mistake_step": 1, "mistake_agent": "coder", "reason": "r",
+                                                          "suggested_fix": own}))
+        assert problem is None and ok.fix == own
+
+
+def test_a_corruption_that_is_the_prompts_placeholder_is_re_asked():
+    from rootstep.annotation._injection import validate_corruption_at
+
+    run = _coder_run()
+    answer = json.dumps({"corrupted_content": QWEN_1_5B_PLACEHOLDER, "description": "changed the check",
+                         "unnoticed": "the critic trusts the output"})
+    corruption, problem = validate_corruption_at(run.steps[3], answer, set(), need_instruction=False)
+    assert corruption is None and "placeholder" in problem and QWEN_1_5B_PLACEHOLDER in problem

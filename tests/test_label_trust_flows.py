@@ -112,7 +112,7 @@ def _inject_pure(team_run, mode: str, perturber: str, budget: Budget):
     with open_session(team_run["warehouse"]) as session:
         run = session.warehouse.trajectory(team_run["run_id"])
         adapter = session.adapter(run.framework)
-        return inject_fault(run, _chat(session, perturber, None, run), _replay_fn(session, run, []), budget,
+        return inject_fault(run, _chat(session, perturber, None, run, "perturber"), _replay_fn(session, run, []), budget,
                             programmatic=False, mode=mode, answer_agents=adapter.answer_agents)
 
 
@@ -139,7 +139,7 @@ def _first_coder_replays(team_run):
         for mode, persist in (("one_step", None), ("persistent", task.instruction)):
             result, verdict, cost = replay(Intervention(run_id=run.id, step=first_coder, new_content=content,
                                                         kind="corruption", persist=persist))
-            calls = session.gateway.calls(result.metadata["gateway_run_id"])
+            calls = session.gateway.calls(result.recording.gateway_run_id)
             outcomes[mode] = (verdict.success, result, calls, cost)
         return outcomes
 

@@ -42,7 +42,7 @@ def recorded(env, task):
 
 def test_an_episode_on_the_real_model_is_recorded_step_by_step(env, recorded):
     assert recorded.verdict is not None and recorded.model == MODEL
-    calls = {c.id: c for c in env["gateway"].calls(recorded.metadata["gateway_run_id"])}
+    calls = {c.id: c for c in env["gateway"].calls(recorded.recording.gateway_run_id)}
     agent_steps = [s for s in recorded.steps if s.kind == "agent"]
     assert agent_steps and all(s.call_ids for s in agent_steps)
     for step in agent_steps:
@@ -55,9 +55,9 @@ def test_an_episode_on_the_real_model_is_recorded_step_by_step(env, recorded):
 
 def test_the_real_run_replays_exactly_with_no_live_call(env, recorded):
     r = env["adapter"].replay(recorded)
-    info = r.metadata["replay"]
-    assert info["live_calls"] == 0 and info["divergence"] is None and info["identical"] is True
-    assert info["replayed_calls"] == len(env["gateway"].calls(recorded.metadata["gateway_run_id"]))
+    info = r.replay
+    assert info.live_calls == 0 and info.divergence is None and info.identical is True
+    assert info.replayed_calls == len(env["gateway"].calls(recorded.recording.gateway_run_id))
     assert [s.content_key() for s in r.steps] == [s.content_key() for s in recorded.steps]
     assert r.verdict.success == recorded.verdict.success and r.final_answer == recorded.final_answer
 
@@ -69,12 +69,12 @@ def test_an_intervention_is_forced_and_the_rest_of_the_run_goes_live(env, record
     fix = ("Let me compute it step by step in Python.\n```python\n# the reference computation, checked line by line\n"
            f"answer = {task.ground_truth}\nprint(answer)\n```")
     r = env["adapter"].replay(recorded, Intervention(run_id=recorded.id, step=first.index, new_content=fix))
-    info = r.metadata["replay"]
-    assert info["prefix_identical"] is True and info["forced_calls"] == 1 and info["divergence"] is None
+    info = r.replay
+    assert info.prefix_identical is True and info.forced_calls == 1 and info.divergence is None
     assert r.steps[first.index].content == fix and r.steps[first.index].agent == first.agent
     assert r.verdict is not None and r.parent_run_id == recorded.id
-    later_calls = [c for c in env["gateway"].calls(r.metadata["gateway_run_id"]) if c.mode == "live"]
-    assert len(later_calls) == info["live_calls"]  # what came after the forced step was asked of the real model
+    later_calls = [c for c in env["gateway"].calls(r.recording.gateway_run_id) if c.mode == "live"]
+    assert len(later_calls) == info.live_calls  # what came after the forced step was asked of the real model
     warehouse = Warehouse(tmp_path / "wh")
     warehouse.write_trajectories([recorded, r])
     rows = warehouse.rows("SELECT id, success FROM runs ORDER BY id")

@@ -95,14 +95,14 @@ def test_record_replay_and_flip(example, tmp_path):
         assert sum(1 for s in run.steps if s.kind == "tool") == wrong["expected"]["tool_steps"]
 
         again = adapter.replay(run)
-        assert again.metadata["replay"]["identical"] and again.metadata["replay"]["live_calls"] == 0
+        assert again.replay.identical and again.replay.live_calls == 0
 
         solver = next(s for s in run.steps if s.agent == "solver")
         fixed = _fixture(folder, "right")["replies"]["solver"][0]
         fixed = fixed["content"] if isinstance(fixed, dict) else fixed
         flipped = adapter.replay(run, Intervention(run_id=run.id, step=solver.index, new_content=fixed))
-        assert flipped.verdict.success and flipped.metadata["replay"]["prefix_identical"], flipped.final_answer
-        assert flipped.metadata["replay"]["forced_calls"] == 1
+        assert flipped.verdict.success and flipped.replay.prefix_identical, flipped.final_answer
+        assert flipped.replay.forced_calls == 1
     finally:
         server.stop()
 

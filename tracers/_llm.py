@@ -1,4 +1,5 @@
-"""Chat calls for the attribution methods: litellm for every provider, usage counted per method run."""
+"""Chat calls for the attribution methods, the analyzer and the perturber: litellm for every provider, or
+through a rootstep gateway run (journaled and costed like an agent's call); usage counted per method run."""
 
 from __future__ import annotations
 
@@ -29,11 +30,19 @@ def ensure_provider(model: str) -> None:
         install_local_provider()
 
 
+GATEWAY_PURPOSE = "annotation"
+"""The `X-Rootstep-Purpose` of a call made through a gateway route (`llm_calls.purpose`)."""
+
+
 @dataclass
 class Chat:
     """One model, called with a single user prompt at a time; `usage` adds up every call.
 
-    `api_base` routes the calls through a rootstep gateway (or any OpenAI-compatible endpoint).
+    `api_base` sends the calls to an OpenAI-compatible endpoint through litellm. `gateway_route` (a
+    `GatewayServer.base_url(run_id, agent)`) sends them through that rootstep gateway run instead: the
+    gateway calls the run's model, journals every call as an `LLMCall` of `gateway_run_id` (purpose
+    `annotation`), and costs it; `last_call_id` names the last call's row. `extra` (for example
+    `response_format`) goes with every request either way.
     """
 
     model: str
@@ -44,11 +53,18 @@ class Chat:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     """The last answer's finish reason: `length` means it was cut at `max_tokens` (never parse it as is)."""
+    gateway_route: str | None = None
+    gateway_run_id: str | None = None
+    last_call_id: str | None = None
 
     def __post_init__(self) -> None:
-        ensure_provider(self.model)
+        if self.gateway_route is None:
+            ensure_provider(self.model)
 
     def __call__(self, prompt: str) -> str:
+        self.last_call_id = None
+        if self.gateway_route is not None:
+            return self._through_gateway(prompt)
         import litellm
 
         start = time.perf_counter()
@@ -74,3 +90,35 @@ class Chat:
             pass
         self.finish_reason = getattr(response.choices[0], "finish_reason", None)
         return response.choices[0].message.content or ""
+
+    def _through_gateway(self, prompt: str) -> str:
+        """One call to the gateway route; a refused or failed call raises with the gateway's message."""
+        import httpx
+
+        start = time.perf_counter()
+        body = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+                "temperature": self.temperature, "max_tokens": self.max_tokens, **self.extra}
+        response = httpx.post(f"{self.gateway_route}/chat/completions", json=body,
+                              headers={"X-Rootstep-Purpose": GATEWAY_PURPOSE},
+                              timeout=httpx.Timeout(None, connect=30.0))
+        self.usage.seconds += time.perf_counter() - start
+        if response.status_code != 200:
+            try:
+                message = response.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text[:500]
+            raise GatewayCallError(f"gateway run {self.gateway_run_id}: HTTP {response.status_code}: {message}")
+        self.usage.calls += 1
+        self.last_call_id = response.headers.get("x-rootstep-call-id")
+        data = response.json()
+        usage = data.get("usage") or {}
+        self.usage.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        self.usage.completion_tokens += int(usage.get("completion_tokens") or 0)
+        self.usage.cost_usd += float(response.headers.get("x-rootstep-cost-usd") or 0.0)
+        choice = data["choices"][0]
+        self.finish_reason = choice.get("finish_reason")
+        return (choice.get("message") or {}).get("content") or ""
+
+
+class GatewayCallError(RuntimeError):
+    """A call through a gateway route that the gateway refused or whose provider failed."""

@@ -1,7 +1,7 @@
 """The trajectory data model and the warehouse (Parquet + DuckDB) that stores it.
 
-Public face: the models (`Trajectory`, `Step`, `LLMCall`, `Replay`, `Intervention`, `Annotation`,
-`Task`, `Verdict`), `Warehouse`, and the Who&When importer/exporter.
+Public face: the models (`Trajectory` with its `Recording` and `ReplayProvenance`, `Step`, `LLMCall`,
+`Replay`, `Intervention`, `Annotation`, `Task`, `Verdict`), `Warehouse`, and the Who&When importer/exporter.
 """
 
 from ._catalog import PUBLIC_VIEWS, view_statements
@@ -9,6 +9,7 @@ from ._ids import canonical_json, content_id
 from ._models import (
     Annotation,
     AnnotationMethod,
+    Asked,
     CallMode,
     CallPurpose,
     Cost,
@@ -23,11 +24,14 @@ from ._models import (
     TaskKind,
     Trajectory,
     Verdict,
+    Recording,
+    ReplayProvenance,
+    SystemRef,
     utcnow,
 )
 from ._schemas import PARTITION_COLUMNS, SCHEMAS, annotation_from_row, llm_call_from_row
 from ._store import DEFAULT_LOCATION, Warehouse, WriteReport, default_location
-from .errors import InputError, RootstepError, WarehouseError
+from .errors import InputError, MissingRecording, RootstepError, WarehouseError
 
 __all__ = [
     "DEFAULT_LOCATION",
@@ -36,6 +40,7 @@ __all__ = [
     "SCHEMAS",
     "Annotation",
     "AnnotationMethod",
+    "Asked",
     "CallMode",
     "CallPurpose",
     "Cost",
@@ -43,10 +48,14 @@ __all__ = [
     "InputError",
     "Intervention",
     "LLMCall",
+    "MissingRecording",
+    "Recording",
     "Replay",
+    "ReplayProvenance",
     "ReplayPurpose",
     "RootstepError",
     "Step",
+    "SystemRef",
     "StepKind",
     "Task",
     "TaskKind",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ._schemas import PARTITION_COLUMNS, SCHEMAS
+from ._schemas import LEGACY_RUN_COLUMNS, PARTITION_COLUMNS, SCHEMAS
 
 _DUCK_TYPES = {
     pa.string(): "VARCHAR",
@@ -55,7 +55,11 @@ def raw_source(table: str, glob: str | None) -> str:
 
 
 def _ordered_columns(table: str) -> str:
+    """The table's columns, id and partitions first; a run row written before the recording columns
+    existed has them NULL, and they are read from where it kept them (`LEGACY_RUN_COLUMNS`)."""
     names = [SCHEMAS[table].field(0).name, *PARTITION_COLUMNS, *SCHEMAS[table].names[1:]]
+    if table == "runs":
+        names = [f"coalesce({n}, {LEGACY_RUN_COLUMNS[n]}) AS {n}" if n in LEGACY_RUN_COLUMNS else n for n in names]
     return ", ".join(names)
 
 

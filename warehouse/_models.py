@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._ids import content_id
+from .errors import MissingRecording
 
 StepKind = Literal["agent", "tool", "environment", "human"]
 """Only `agent` steps are LLM-produced and can be decisive errors; the others are kept all the same."""
@@ -23,7 +24,8 @@ AnnotationStatus = Literal["labelled", "unresolved", "verifier_suspect", "not_ca
 """`not_causal`: a fix (or corruption) flipped the run, but so did a control replay with the step unchanged;
 `unproven_earliest`: a causal flip whose earlier agent steps were not all tested or cleared. Neither is a label."""
 CallMode = Literal["live", "replayed", "forced", "cached"]
-CallPurpose = Literal["step", "speaker_selection", "parse_retry", "planning", "summary", "other"]
+CallPurpose = Literal["step", "speaker_selection", "parse_retry", "planning", "summary", "other", "annotation"]
+"""`annotation`: an analyzer's or perturber's call (its run is the search's, not a framework episode's)."""
 ReplayPurpose = Literal["counterfactual", "fault_injection", "exact", "other"]
 TaskKind = Literal["coding", "math", "qa", "agentic"]
 
@@ -99,6 +101,52 @@ class Step(_Model):
         return [self.index, self.agent, self.kind, self.role, self.content, self.tool_calls, self.observation]
 
 
+class SystemRef(_Model):
+    """The system file a run was collected from (`--system FILE`): enough for another process to register
+    it again before it replays the run."""
+
+    file: str = Field(min_length=1)
+    name: str
+    digest: str
+
+
+class Recording(_Model):
+    """How a run was recorded by a rootstep adapter: what a replay needs to re-run it.
+
+    Runs imported from trace files or Who&When have none (they cannot be replayed)."""
+
+    gateway_run_id: str = Field(min_length=1)
+    """The gateway run that journaled the run's LLM calls (`llm_calls.run_id`)."""
+    task: Task
+    """The whole task, so a replay re-runs exactly what was run."""
+    agent_models: dict[str, str] = Field(default_factory=dict)
+    """Per-agent overrides of `Trajectory.model`."""
+    image: str | None = None
+    """The sandbox image the episode ran in."""
+    framework_version: str | None = None
+    """The framework's version as the driver reported it inside the image."""
+    system: SystemRef | None = None
+    """The system file of a system-file run."""
+
+
+class ReplayProvenance(_Model):
+    """What a replayed run re-simulates (`Trajectory.parent_run_id` is the run) and what the gateway saw."""
+
+    of_gateway_run_id: str
+    """The recorded gateway run whose calls served the prefix."""
+    intervention: Intervention | None = None
+    """None for an exact replay; otherwise which step was forced, with what, and its kind."""
+    live_calls: int = 0
+    replayed_calls: int = 0
+    forced_calls: int = 0
+    divergence: str | None = None
+    """The gateway's diff when a prefix request was not in the recording."""
+    prefix_identical: bool = False
+    """The steps before the intervention equal the recording's."""
+    identical: bool = False
+    """An exact replay that reproduced every step."""
+
+
 class Trajectory(_Model):
     """A run of one framework on one task: ordered steps, the final answer, Omega's verdict, provenance."""
 
@@ -121,10 +169,23 @@ class Trajectory(_Model):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    recording: Recording | None = None
+    """How a rootstep adapter recorded the run (None for imported runs)."""
+    replay: ReplayProvenance | None = None
+    """For a replayed run: what it re-simulates and what the gateway saw."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
     _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
+
+    def recorded(self) -> Recording:
+        """The recording; a `MissingRecording` naming the run and the field when there is none."""
+        if self.recording is None:
+            raise MissingRecording(
+                f"run {self.id} ({self.framework}/{self.benchmark}/{self.task_id}): field `recording` is empty: "
+                f"it was not collected by a rootstep adapter (source {self.source!r}), so it has no gateway run "
+                "id and task to replay")
+        return self.recording
 
     @model_validator(mode="after")
     def _steps_are_ordered(self) -> "Trajectory":
@@ -252,14 +313,33 @@ class Replay(_Model):
         return content_id("rpl", self.run_id, self.purpose, intervention, self.result_run_id, self.error)
 
 
+class Asked(_Model):
+    """One analyzer / perturber call of a search: which prompt, the answer and, when it was rejected, why."""
+
+    prompt_name: str
+    answer: str
+    problem: str | None = None
+    call_id: str | None = None
+    """The `llm_calls` row of the call (its full request and response), when it went through the gateway."""
+
+
 class Evidence(_Model):
-    """Why a label holds: the replays that prove it, the reason, and the fix or corruption applied."""
+    """Why a label holds: the replays that prove it, the reason, the fix or corruption applied, and the
+    analyzer's / perturber's transcript (not part of the annotation's id: re-asked samples differ)."""
 
     reason: str | None = None
     fix: str | None = None
     corruption: str | None = None
     replay_ids: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    transcript: list[Asked] = Field(default_factory=list)
+    """Every analyzer / perturber call of the search, in order (`rootstep show` lists them)."""
+    transcript_run_id: str | None = None
+    """The gateway run that journaled those calls (`llm_calls.run_id`)."""
+
+    def identity(self) -> dict[str, Any]:
+        """What of the evidence names the annotation (its id): all but the transcript."""
+        return self.model_dump(exclude={"transcript", "transcript_run_id"})
 
 
 class Cost(_Model):
@@ -316,5 +396,9 @@ class Annotation(_Model):
             self.agent,
             self.step,
             self.status,
-            self.evidence.model_dump(),
+            self.evidence.identity(),
         )
+
+
+ReplayProvenance.model_rebuild()
+Trajectory.model_rebuild()

@@ -3,6 +3,11 @@
 Every table is hive-partitioned by `framework` and `benchmark`: those two columns live in the
 folder names, not in the files. Nested free-form data (metadata, tool calls, requests) is stored as
 JSON text so any engine can read it (DuckDB: `json_extract`, pandas: `json.loads`).
+
+A run's `Recording` and `ReplayProvenance` have their own columns (`RECORDING_COLUMNS`, `REPLAY_COLUMNS`).
+Runs written before those columns existed kept the same facts in `metadata` (`gateway_run_id`, `task`,
+`agent_models`, `image`, `framework_version`, `system`, `replay`): the catalog's `runs` view fills the
+columns from there (`LEGACY_RUN_COLUMNS`), and `trajectory_from_rows` drops the keys from `metadata`.
 """
 
 from __future__ import annotations
@@ -11,18 +16,25 @@ import json
 from typing import Any
 
 import pyarrow as pa
+from pydantic import ValidationError
 
 from ._models import (
     Annotation,
+    Asked,
     Cost,
     Evidence,
     Intervention,
     LLMCall,
+    Recording,
     Replay,
+    ReplayProvenance,
     Step,
+    SystemRef,
+    Task,
     Trajectory,
     Verdict,
 )
+from .errors import WarehouseError
 
 PARTITION_COLUMNS = ("framework", "benchmark")
 TS = pa.timestamp("us", tz="UTC")
@@ -36,6 +48,61 @@ def _json(value: Any) -> str | None:
 
 def _unjson(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+RECORDING_COLUMNS: list[tuple[str, pa.DataType]] = [
+    (name, pa.string())
+    for name in ("gateway_run_id", "task", "agent_models", "image", "framework_version", "system_file", "system_name",
+                 "system_digest")
+]
+"""`Trajectory.recording`: `task` is the Task as JSON, `agent_models` a JSON object; all NULL for imported runs."""
+
+REPLAY_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("replay_of_gateway_run_id", pa.string()),
+    ("replay_step", pa.int32()),
+    ("replay_kind", pa.string()),
+    ("replay_intervention", pa.string()),
+    ("replay_live_calls", pa.int64()),
+    ("replay_replayed_calls", pa.int64()),
+    ("replay_forced_calls", pa.int64()),
+    ("replay_divergence", pa.string()),
+    ("replay_prefix_identical", pa.bool_()),
+    ("replay_identical", pa.bool_()),
+]
+"""`Trajectory.replay`: which recorded run, which step was forced and its kind (`fix`, `corruption`,
+`control`; NULL for an exact replay), the whole intervention as JSON, and what the gateway counted."""
+
+
+def _meta(path: str, sql_type: str | None = None, as_json: bool = False) -> str:
+    if as_json:
+        return f"CAST(json_extract(metadata, '$.{path}') AS VARCHAR)"
+    text = f"json_extract_string(metadata, '$.{path}')"
+    return text if sql_type is None else f"TRY_CAST({text} AS {sql_type})"
+
+
+LEGACY_RUN_COLUMNS: dict[str, str] = {
+    "gateway_run_id": _meta("gateway_run_id"),
+    "task": _meta("task", as_json=True),
+    "agent_models": _meta("agent_models", as_json=True),
+    "image": _meta("image"),
+    "framework_version": _meta("framework_version"),
+    "system_file": _meta("system.file"),
+    "system_name": _meta("system.name"),
+    "system_digest": _meta("system.digest"),
+    "replay_of_gateway_run_id": _meta("replay.of_gateway_run_id"),
+    "replay_step": _meta("replay.intervention.step", "INTEGER"),
+    "replay_kind": _meta("replay.intervention.kind"),
+    "replay_intervention": _meta("replay.intervention", as_json=True),
+    "replay_live_calls": _meta("replay.live_calls", "BIGINT"),
+    "replay_replayed_calls": _meta("replay.replayed_calls", "BIGINT"),
+    "replay_forced_calls": _meta("replay.forced_calls", "BIGINT"),
+    "replay_divergence": _meta("replay.divergence"),
+    "replay_prefix_identical": _meta("replay.prefix_identical", "BOOLEAN"),
+    "replay_identical": _meta("replay.identical", "BOOLEAN"),
+}
+"""Where a run row written before the recording columns existed kept each of them (SQL over `metadata`)."""
+
+LEGACY_METADATA_KEYS = ("gateway_run_id", "task", "agent_models", "image", "framework_version", "system", "replay")
 
 
 SCHEMAS: dict[str, pa.Schema] = {
@@ -61,6 +128,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("cost_usd", pa.float64()),
             ("n_steps", pa.int32()),
             ("agents", pa.list_(pa.string())),
+            *RECORDING_COLUMNS,
+            *REPLAY_COLUMNS,
             ("metadata", pa.string()),
         ]
     ),
@@ -151,12 +220,74 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("cost_seconds", pa.float64()),
             ("cost_replays", pa.int64()),
             ("created_at", TS),
+            ("transcript", pa.string()),
+            ("transcript_run_id", pa.string()),
             ("metadata", pa.string()),
         ]
     ),
 }
 
 TABLES = tuple(SCHEMAS)
+
+
+def _attrs(model: Any, *names: str, prefix: str = "") -> dict[str, Any]:
+    """`{prefix + name: model.name}` for each name; all None when there is no model."""
+    return {prefix + n: None if model is None else getattr(model, n) for n in names}
+
+
+def recording_values(t: Trajectory) -> dict[str, Any]:
+    """The recording and replay columns of a run row (NULL where the run has none)."""
+    rec, rpl = t.recording, t.replay
+    i = None if rpl is None else rpl.intervention
+    return {
+        **_attrs(rec, "gateway_run_id", "image", "framework_version"),
+        "task": None if rec is None else rec.task.model_dump_json(),
+        "agent_models": None if rec is None else _json(rec.agent_models),
+        **_attrs(None if rec is None else rec.system, "file", "name", "digest", prefix="system_"),
+        **_attrs(rpl, "of_gateway_run_id", "live_calls", "replayed_calls", "forced_calls", "divergence",
+                 "prefix_identical", "identical", prefix="replay_"),
+        **_attrs(i, "step", "kind", prefix="replay_"),
+        "replay_intervention": None if i is None else i.model_dump_json(),
+    }
+
+
+def _typed(run: dict[str, Any], column: str, build: Any) -> Any:
+    """`build()` of one run's column(s); a bad value is a WarehouseError naming the run and the column."""
+    try:
+        return build()
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise WarehouseError(f"runs: run {run.get('id')}: column {column!r}: {exc}") from exc
+
+
+def recording_from_row(run: dict[str, Any]) -> Recording | None:
+    """The run's `Recording` (None when `gateway_run_id` is NULL: an imported run)."""
+    if run.get("gateway_run_id") is None:
+        return None
+    if run.get("task") is None:
+        raise WarehouseError(f"runs: run {run.get('id')}: column 'task' is NULL but 'gateway_run_id' is "
+                             f"{run['gateway_run_id']!r}: a recording needs the task it ran")
+    task = _typed(run, "task", lambda: Task.model_validate_json(run["task"]))
+    agent_models = _typed(run, "agent_models", lambda: _unjson(run.get("agent_models")) or {})
+    system = None
+    if run.get("system_file") is not None:
+        system = _typed(run, "system_file", lambda: SystemRef(file=run["system_file"], name=run.get("system_name") or "",
+                                                              digest=run.get("system_digest") or ""))
+    return _typed(run, "agent_models", lambda: Recording(
+        gateway_run_id=run["gateway_run_id"], task=task, agent_models=agent_models, image=run.get("image"),
+        framework_version=run.get("framework_version"), system=system))
+
+
+def replay_provenance_from_row(run: dict[str, Any]) -> ReplayProvenance | None:
+    """The run's `ReplayProvenance` (None when `replay_of_gateway_run_id` is NULL: not a replay)."""
+    if run.get("replay_of_gateway_run_id") is None:
+        return None
+    intervention = _typed(run, "replay_intervention", lambda: None if run.get("replay_intervention") is None
+                          else Intervention.model_validate_json(run["replay_intervention"]))
+    return ReplayProvenance(
+        of_gateway_run_id=run["replay_of_gateway_run_id"], intervention=intervention,
+        live_calls=run.get("replay_live_calls") or 0, replayed_calls=run.get("replay_replayed_calls") or 0,
+        forced_calls=run.get("replay_forced_calls") or 0, divergence=run.get("replay_divergence"),
+        prefix_identical=bool(run.get("replay_prefix_identical")), identical=bool(run.get("replay_identical")))
 
 
 def run_row(t: Trajectory, batch_id: str) -> dict[str, Any]:
@@ -184,6 +315,7 @@ def run_row(t: Trajectory, batch_id: str) -> dict[str, Any]:
         "cost_usd": t.cost_usd,
         "n_steps": len(t.steps),
         "agents": t.agents,
+        **recording_values(t),
         "metadata": _json(t.metadata),
     }
 
@@ -217,6 +349,10 @@ def trajectory_from_rows(run: dict[str, Any], steps: list[dict[str, Any]]) -> Tr
         verdict = Verdict(
             success=run["success"], score=run["score"] or 0.0, details=_unjson(run["verdict_details"]) or {}
         )
+    recording = recording_from_row(run)
+    metadata = _unjson(run["metadata"]) or {}
+    if recording is not None:  # a run written before the recording columns: its keys are typed fields now
+        metadata = {k: v for k, v in metadata.items() if k not in LEGACY_METADATA_KEYS}
     return Trajectory(
         framework=run["framework"],
         benchmark=run["benchmark"],
@@ -234,7 +370,9 @@ def trajectory_from_rows(run: dict[str, Any], steps: list[dict[str, Any]]) -> Tr
         prompt_tokens=run["prompt_tokens"] or 0,
         completion_tokens=run["completion_tokens"] or 0,
         cost_usd=run["cost_usd"] or 0.0,
-        metadata=_unjson(run["metadata"]) or {},
+        recording=recording,
+        replay=replay_provenance_from_row(run),
+        metadata=metadata,
         steps=[
             Step(
                 index=s["step"],
@@ -338,6 +476,8 @@ def annotation_row(a: Annotation) -> dict[str, Any]:
         "cost_seconds": a.cost.seconds,
         "cost_replays": a.cost.replays,
         "created_at": a.created_at,
+        "transcript": _json([x.model_dump(mode="json") for x in a.evidence.transcript]),
+        "transcript_run_id": a.evidence.transcript_run_id,
         "metadata": _json(a.metadata),
     }
 
@@ -359,6 +499,8 @@ def annotation_from_row(row: dict[str, Any]) -> Annotation:
             corruption=row["corruption"],
             replay_ids=list(row["replay_ids"] or []),
             notes=list(row["notes"] or []),
+            transcript=[Asked.model_validate(x) for x in _unjson(row.get("transcript")) or []],
+            transcript_run_id=row.get("transcript_run_id"),
         ),
         cost=Cost(
             llm_calls=row["cost_llm_calls"] or 0,

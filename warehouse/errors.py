@@ -17,3 +17,7 @@ class InputError(RootstepError):
 
 class WarehouseError(RootstepError):
     """The warehouse location or catalog cannot be used as asked."""
+
+
+class MissingRecording(RootstepError, ValueError):
+    """A run that must be replayed has no `recording` (imported, or written by something else than an adapter)."""

@@ -1,7 +1,9 @@
 """Shared by every in-container driver (copied into the sandbox next to it; standard library + openai).
 
-The driver reads `episode.json`, runs the framework, and prints one line
-`<<<ROOTSTEP_TRAJECTORY>>>{json}` on stdout that the host-side adapter parses. Every chat-completion
+The driver reads `episode.json`, runs the framework, and prints one line `MARKER` + JSON on stdout
+(`emit`): a `DriverOutput`, the contract between the drivers and the host-side adapter, which imports
+`MARKER` and `DriverOutput` from this file (`rootstep.adapters._drivers._episode`) and validates the line
+against it. Inside the container only the standard library is used here. Every chat-completion
 request made through the `openai` package carries `X-Rootstep-Step` (the index of the step the call is
 producing, as the driver's `current_step` callable says) and `X-Rootstep-Purpose`, so the gateway's
 journal links each call to its step and an intervention can be addressed by step.
@@ -17,7 +19,48 @@ import time
 import traceback
 from typing import Any, Callable
 
+try:  # the host validates the contract with pydantic, which needs this TypedDict on Python < 3.12
+    from typing_extensions import TypedDict
+except ImportError:  # a framework image without typing_extensions: the contract is only written here
+    from typing import TypedDict
+
 MARKER = "<<<ROOTSTEP_TRAJECTORY>>>"
+"""Starts the one stdout line that holds the episode's `DriverOutput` (the last such line counts)."""
+
+
+class DriverStep(TypedDict, total=False):
+    """One step as a driver reports it; the host links its LLM calls and makes a `Step` of it."""
+
+    index: int
+    """The driver's own step index (what the calls' `X-Rootstep-Step` header says); default: its position."""
+    agent: str | None
+    kind: str
+    """`agent`, `tool`, `environment` or `human` (default `agent`)."""
+    role: str | None
+    content: str | None
+    tool_calls: list[dict[str, Any]]
+    observation: str | None
+    started_at: float | None
+    """Unix seconds."""
+    metadata: dict[str, Any]
+
+
+class DriverOutput(TypedDict, total=False):
+    """What a driver prints after `MARKER`: its steps and answer, or the error that ended it (with the
+    steps collected until then)."""
+
+    steps: list[DriverStep]
+    final_answer: str | None
+    framework_version: str | None
+    """The framework's version inside the image (default: the adapter's pinned `version`)."""
+    program: dict[str, Any]
+    """System-file runs (`command_driver.py`): the program's exit code, timeout and output tails."""
+    error: str
+    traceback: str
+
+
+# a key the contract does not name is refused by the host's check (pydantic reads this plain dict)
+DriverStep.__pydantic_config__ = DriverOutput.__pydantic_config__ = {"extra": "forbid"}  # type: ignore[attr-defined]
 
 current_step: Callable[[], int | None] = lambda: None
 current_purpose: Callable[[], str] = lambda: "step"
@@ -156,7 +199,7 @@ class StepRecorder:
         return text, self.add(agent, "agent", role, text, started, metadata=metadata)
 
 
-def emit(result: dict[str, Any]) -> None:
+def emit(result: DriverOutput) -> None:
     sys.stdout.flush()
     sys.stdout.write("\n" + MARKER + json.dumps(result, default=str) + "\n")
     sys.stdout.flush()
