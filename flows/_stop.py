@@ -11,9 +11,10 @@ SIGTERM) reaches the whole process group, the ephemeral Prefect server included,
 retries a lost server for about a minute per call. So a deadline guards the exit: the wakeup fd of
 Python's signal handling tells a watcher thread that a signal came, and a command still running
 `GRACE_S` later, its interpreter's exit included, is ended there (its sandboxes closed again, the
-message printed if it was not, the ephemeral server stopped, exit code 130). Nothing is written to the warehouse after the signal's exception has left the
-unit loop, so ending the process then loses nothing stored. The episodes end within a second or two of
-the signal; what takes longer is Prefect recording the crashed runs, cut short here.
+message printed if it was not, the ephemeral server stopped, exit code 130). Nothing is written to the
+warehouse after the signal's exception has left the unit loop, so ending the process then loses nothing
+stored. The episodes end within a second or two of the signal; what takes longer is Prefect recording
+the crashed runs, cut short here.
 """
 
 from __future__ import annotations
