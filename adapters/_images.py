@@ -32,33 +32,16 @@ OPENAI2_CLOSURE = (
 --only-binary=:all: --python-version 3.11`): the whole environment of the frameworks rootstep implements
 itself on the OpenAI client (AFlow, AgentPrune)."""
 
-AG2_IMAGE = ImageSpec(
-    name="fw-ag2",
-    requirements=(
-        "autogen==0.14.1",
-        "annotated_types==0.8.0", "anyio==4.16.0", "certifi==2026.10.18", "charset_normalizer==3.5.2",
-        "distro==1.9.0", "fast_depends==3.0.9", "h11==0.16.0", "httpcore==1.0.9", "httpx==0.28.1",
-        "idna==3.20", "jiter==0.19.0", "openai==2.54.0", "packaging==26.3", "pydantic==2.14.3",
-        "pydantic_core==2.50.4", "python_dotenv==1.2.4", "pyyaml==6.0.3", "regex==2026.11.15",
-        "requests==2.34.2", "sniffio==1.3.1", "termcolor==3.3.0", "tiktoken==0.14.0", "tqdm==4.70.1",
-        "typing_extensions==4.16.0", "typing_inspection==0.4.5", "urllib3==2.8.0",
-    ),
-)
+def pins(lock: str) -> tuple[str, ...]:
+    """The pinned requirements in `adapters/<lock>` (one `name==version` a line): a framework image's closure."""
+    return tuple(line.strip() for line in Path(__file__).with_name(lock).read_text().splitlines() if line.strip())
 
-SMOLAGENTS_IMAGE = ImageSpec(
-    name="fw-smolagents",
-    requirements=(
-        "smolagents==1.26.0",
-        "annotated_types==0.8.0", "anyio==4.16.0", "certifi==2026.10.18", "charset_normalizer==3.5.2",
-        "click==8.5.1", "filelock==4.2.11", "fsspec==2026.9.0", "h11==0.16.0", "hf_xet==1.8.0",
-        "httpcore2==2.16.2", "httpx2==2.16.2", "huggingface_hub==2.4.0", "idna==3.20", "jinja2==3.1.6",
-        "jiter==0.19.0", "markdown_it_py==4.3.0", "markupsafe==3.0.4", "mdurl==0.1.2", "openai==3.54.0",
-        "packaging==26.3", "pillow==13.0.0", "pydantic==2.14.3", "pydantic_core==2.50.4", "pygments==2.21.0",
-        "python_dotenv==1.2.4", "pyyaml==6.0.3", "requests==2.34.2", "rich==15.0.0", "sniffio==1.3.1",
-        "tqdm==4.70.1", "truststore==0.10.5", "typing_extensions==4.16.0", "typing_inspection==0.4.5",
-        "urllib3==2.8.0",
-    ),
-)
+
+AG2_IMAGE = ImageSpec(name="fw-ag2", requirements=pins("_ag2.lock"))
+"""autogen 0.14.1 and its closure."""
+
+SMOLAGENTS_IMAGE = ImageSpec(name="fw-smolagents", requirements=pins("_smolagents.lock"))
+"""smolagents 1.26.0 and its closure."""
 
 
 class WheelhouseImageSpec(ImageSpec):
@@ -124,6 +107,17 @@ def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
     return dest
 
 
+class WheelhouseBuilt:
+    """Mixed into an adapter whose `image` is a `WheelhouseImageSpec`: `build` makes it offline from the
+    wheelhouse (`build_wheelhouse_image`)."""
+
+    image: "WheelhouseImageSpec"
+
+    @classmethod
+    def build(cls, client: Any, *, report: Any, force: bool = False) -> str:
+        return build_wheelhouse_image(client, cls.image, report=report, force=force)
+
+
 def build_wheelhouse_image(client: Any, spec: WheelhouseImageSpec, *, report: Any, force: bool = False) -> str:
     """Build `spec` (base first if needed) unless its tag exists; return the tag. The build is offline."""
     from rootstep.sandboxes import build_base, docker_build, image_exists
@@ -144,14 +138,12 @@ def build_wheelhouse_image(client: Any, spec: WheelhouseImageSpec, *, report: An
     return tag
 
 
-_METAGPT_LOCK = Path(__file__).with_name("_metagpt.lock")
-
 METAGPT_IMAGE = WheelhouseImageSpec(
     name="fw-metagpt",
     # metagpt==0.8.2 and the closure of what importing its Team/roles needs, checked by importing it;
     # its pins that no longer exist or no longer import are replaced: lancedb (dropped: nothing
     # imported needs it), pydantic 2.8.2 (2.9+ breaks its forward references), python-docx 1.1.2
     # (0.8.11 has no wheel), volcengine-python-sdk 1.0.94 (the ~=1.0.94 pin, built from source).
-    requirements=tuple(line.strip() for line in _METAGPT_LOCK.read_text().splitlines() if line.strip()),
+    requirements=pins("_metagpt.lock"),
     from_source=("gitignore_parser==0.1.13", "volcengine_python_sdk==1.0.94"),
 )

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rootstep.adapters._images import METAGPT_IMAGE
+from rootstep.adapters._images import METAGPT_IMAGE, WheelhouseBuilt
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
 from rootstep.warehouse import Task
 
 
-class MetaGPTAdapter(Adapter):
+class MetaGPTAdapter(WheelhouseBuilt, Adapter):
     name = "metagpt"
     package = "metagpt"
     version = "0.8.2"
@@ -52,8 +52,3 @@ class MetaGPTAdapter(Adapter):
             "code_timeout_s": 30,
         }
 
-    @classmethod
-    def build(cls, client: Any, *, report: Any, force: bool = False) -> str:
-        from rootstep.adapters._images import build_wheelhouse_image
-
-        return build_wheelhouse_image(client, cls.image, report=report, force=force)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rootstep.adapters._images import WheelhouseImageSpec
+from rootstep.adapters._images import WheelhouseBuilt, WheelhouseImageSpec
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
 from rootstep.warehouse import Task
@@ -54,7 +54,7 @@ OWL_IMAGE = WheelhouseImageSpec(
 )
 
 
-class OWLAdapter(Adapter):
+class OWLAdapter(WheelhouseBuilt, Adapter):
     name = "owl"
     package = "camel-ai"
     version = "0.2.90"
@@ -84,8 +84,3 @@ class OWLAdapter(Adapter):
             "task_timeout_s": 300,
         }
 
-    @classmethod
-    def build(cls, client: Any, *, report: Any, force: bool = False) -> str:
-        from rootstep.adapters._images import build_wheelhouse_image
-
-        return build_wheelhouse_image(client, cls.image, report=report, force=force)

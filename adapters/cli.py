@@ -73,9 +73,8 @@ def build_cmd(
     import time
 
     from rootstep.adapters import adapter_class, list_adapters
-    from rootstep.sandboxes import docker_client
     from rootstep.sandboxes import SandboxUnavailableError
-    from rootstep.sandboxes.cli import ConsoleReporter
+    from rootstep.sandboxes.cli import ConsoleReporter, docker_client_or_exit
 
     from rootstep.adapters import use_systems
     from rootstep.warehouse.errors import RootstepError
@@ -92,14 +91,7 @@ def build_cmd(
     if unknown:
         console.print(f"[bold red]error:[/] unknown framework(s) {unknown}; known: {list_adapters()}")
         raise typer.Exit(2)
-    try:
-        client = docker_client()
-    except SandboxUnavailableError as exc:
-        if skip_if_no_docker:
-            console.print(f"[yellow]frameworks build skipped:[/] {exc}\nFramework adapter tests will be skipped.")
-            raise typer.Exit(0) from None
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+    client = docker_client_or_exit(skip_if_no_docker, "frameworks build", "Framework adapter tests")
     reporter = ConsoleReporter(verbose)
     table = Table("framework", "image", "seconds")
     for name in names:

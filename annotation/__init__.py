@@ -10,7 +10,8 @@ Public face:
 - `inject_fault`: fault injection on a success -> `InjectionResult` (a failure labelled by construction);
   `Corruption`, `InjectionAttempt`, `InjectionMode`.
 - `programmatic_perturbations` and the perturbations in `PERTURBATIONS` (no LLM needed).
-- `Budget` (limits per label), `Meter`, `ReplayCost` (what a replay callable reports), `ReplayFn`, and
+- `Budget` (limits per label), `Meter` (what a search spent, in `rootstep.warehouse.Usage`), `ReplayOutcome`
+  (what a replay callable reports: its `Usage`, a divergence or an error), `ReplayFn`, and
   `adapter_replay(adapter, trajectory)`, the `ReplayFn` over a framework adapter's `replay`.
 - `Asked`, `with_transcript`: the analyzer's / perturber's calls, kept on the annotation as evidence.
 - `Effect`, `effect`, `band`, `wilson`: the confidence of a label (flips against controls, Wilson bounds).
@@ -18,7 +19,7 @@ See docs/annotation.md.
 """
 
 
-from ._attempt import Asked, ReplayCost, ReplayFn, adapter_replay, proven_identical, rewrite_budget, with_transcript
+from ._attempt import Asked, ReplayFn, ReplayOutcome, adapter_replay, proven_identical, rewrite_budget, with_transcript
 from ._budget import Budget, Meter
 from ._confidence import Effect, band, effect, wilson
 from ._counterfactual import (
@@ -63,8 +64,8 @@ __all__ = [
     "InjectionResult",
     "Meter",
     "Perturbation",
-    "ReplayCost",
     "ReplayFn",
+    "ReplayOutcome",
     "TaskContext",
     "adapter_replay",
     "alter_tool_argument",

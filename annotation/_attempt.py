@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.warehouse import (Annotation, Asked, Intervention, LLMCall, Replay, ReplayPurpose, Step, Trajectory,
-                                Verdict)
+                                Usage, Verdict)
 
 from ._budget import Meter
 from ._confidence import Effect, effect
@@ -27,31 +27,27 @@ from rootstep.tracers import match_agent
 T = TypeVar("T")
 
 
-class ReplayCost(BaseModel):
-    """What one re-simulation cost, and whether the gateway saw it diverge."""
+class ReplayOutcome(BaseModel):
+    """What a replay callable reports beside the run: its cost, and whether it can be trusted."""
 
     model_config = ConfigDict(extra="forbid")
 
-    live_calls: int = 0
-    replayed_calls: int = 0
-    """Prefix calls served from the recording (free)."""
-    tokens: int = 0
-    cost_usd: float = 0.0
-    duration_s: float = 0.0
+    cost: Usage = Field(default_factory=lambda: Usage(replays=1))
+    """Live calls (`llm_calls`), prefix calls served from the recording (free), tokens, USD, wall seconds."""
     divergence: str | None = None
     """The gateway's diff when a prefix request was not in the recording (the replay is not trusted)."""
     error: str | None = None
 
 
-ReplayFn = Callable[[Intervention], "tuple[Trajectory, Verdict, ReplayCost]"]
+ReplayFn = Callable[[Intervention], "tuple[Trajectory, Verdict, ReplayOutcome]"]
 """Re-simulate the run with one intervention; Omega's verdict on the result decides."""
 
 
 class ChatLike(Protocol):
     """`tracers.Chat` or anything called with one prompt that returns the answer text.
 
-    When it has `usage` (calls, prompt_tokens, completion_tokens, cost_usd) and `model`, tokens, cost
-    and the annotator's name are taken from them. Give each concurrent search its own instance: usage
+    When it has `usage` (a `Usage` that adds up its calls) and `model`, tokens, cost and the annotator's
+    name are taken from them. Give each concurrent search its own instance: usage
     is read as a before/after difference.
     """
 
@@ -70,16 +66,18 @@ def model_name(chat: Any, default: str) -> str:
 
 
 def call_llm(chat: ChatLike, prompt: str, meter: Meter) -> str:
-    """One metered call: counts the call, its tokens and cost (from `chat.usage` when present)."""
-    usage = getattr(chat, "usage", None)
-    before = (usage.prompt_tokens + usage.completion_tokens, usage.cost_usd) if usage is not None else (0, 0.0)
+    """One metered call: counts the call, its tokens and cost (what `chat.usage` grew by, when it has one)."""
+    before = getattr(chat, "usage", None)
+    before = before.model_copy() if isinstance(before, Usage) else None
     try:
         answer = chat(prompt)
     finally:
-        meter.llm_calls += 1
-        if usage is not None:
-            meter.llm_tokens += usage.prompt_tokens + usage.completion_tokens - before[0]
-            meter.llm_usd += usage.cost_usd - before[1]
+        after = getattr(chat, "usage", None)
+        spent = Usage(llm_calls=1)
+        if before is not None and isinstance(after, Usage):
+            spent = Usage(llm_calls=1, prompt_tokens=after.prompt_tokens - before.prompt_tokens,
+                          completion_tokens=after.completion_tokens - before.completion_tokens, usd=after.usd - before.usd)
+        meter.asked += spent
     return answer or ""
 
 
@@ -282,24 +280,19 @@ def try_intervention(
     trajectory's own verdict.
     """
     started = time.perf_counter()
-    if intervention.kind == "control":
-        meter.control_replays += 1
-    else:
-        meter.replays += 1
     result: Trajectory | None = None
     verdict: Verdict | None = None
     try:
-        result, verdict, cost = replay(intervention)
+        result, verdict, outcome = replay(intervention)
     except Exception as exc:
-        cost = ReplayCost(error=f"{type(exc).__name__}: {str(exc)[:2000]}")
-    duration = cost.duration_s or (time.perf_counter() - started)
-    meter.live_calls += cost.live_calls
-    meter.replayed_calls += cost.replayed_calls
-    meter.replay_tokens += cost.tokens
-    meter.replay_usd += cost.cost_usd
+        outcome = ReplayOutcome(error=f"{type(exc).__name__}: {str(exc)[:2000]}")
+    cost = outcome.cost.model_copy(update={"replays": 1, "seconds": round(outcome.cost.seconds or (time.perf_counter() - started), 6)})
+    if intervention.kind == "control":
+        meter.control_replays += 1
+    meter.replayed += cost
     if result is not None and result.parent_run_id is None:
         result = result.model_copy(update={"parent_run_id": trajectory.id})
-    decided = cost.error is None and cost.divergence is None and verdict is not None
+    decided = outcome.error is None and outcome.divergence is None and verdict is not None
     row = Replay(
         run_id=trajectory.id,
         framework=trajectory.framework,
@@ -309,47 +302,11 @@ def try_intervention(
         result_run_id=None if result is None else result.id,
         success_before=trajectory.success if success_before is None else success_before,
         success_after=verdict.success if decided else None,
-        live_calls=cost.live_calls,
-        replayed_calls=cost.replayed_calls,
-        tokens=cost.tokens,
-        cost_usd=cost.cost_usd,
-        duration_s=round(duration, 6),
-        divergence=cost.divergence,
-        error=cost.error,
+        cost=cost,
+        divergence=outcome.divergence,
+        error=outcome.error,
     )
     return row, result, verdict if decided else None
-
-
-def trajectory_vars(trajectory: Trajectory, max_prompt_chars: int) -> dict[str, Any]:
-    """Template variables for a run: steps (contents shortened evenly to fit) with kind, tool calls and
-    observation, and the agents."""
-    steps = trajectory.steps
-    total = sum(len(s.content) + len(s.observation or "") for s in steps)
-    limit = max(max_prompt_chars // max(len(steps), 1), 200) if total > max_prompt_chars else None
-
-    def cut(text: str | None) -> str | None:
-        if text is None or limit is None or len(text) <= limit:
-            return text
-        head = limit * 2 // 3
-        tail = limit - head
-        return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:]}"
-
-    return {
-        "steps": [
-            {
-                "index": s.index,
-                "agent": s.agent,
-                "kind": s.kind,
-                "content": cut(s.content),
-                "tool_calls": [json.dumps(t, sort_keys=True, default=str)[:500] for t in s.tool_calls],
-                # the model's own tool calls (OpenAI form), which a replacement must restate to change
-                "calls_tools": any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in s.tool_calls),
-                "observation": cut(s.observation),
-            }
-            for s in steps
-        ],
-        "agents": trajectory.agents,
-    }
 
 
 def verdict_feedback(verdict: Verdict | None, max_chars: int = 3000) -> str:
@@ -374,7 +331,7 @@ def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **
     """
     from rootstep.adapters.base import AdapterError
 
-    def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         started = time.perf_counter()
         for attempt in range(retries + 1):
             try:
@@ -389,16 +346,12 @@ def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **
             divergence = f"the steps before step {intervention.step} differ from the recorded run"
         verdict = result.verdict
         error = None if verdict is not None else (result.metadata.get("error") or "the replayed run has no verdict")
-        cost = ReplayCost(
-            live_calls=0 if info is None else info.live_calls,
-            replayed_calls=0 if info is None else info.replayed_calls,
-            tokens=result.prompt_tokens + result.completion_tokens,
-            cost_usd=result.cost_usd,
-            duration_s=time.perf_counter() - started,
-            divergence=divergence,
-            error=None if error is None else str(error)[:2000],
-        )
-        return result, verdict if verdict is not None else Verdict(success=False), cost
+        cost = Usage(llm_calls=0 if info is None else info.live_calls,
+                     replayed_calls=0 if info is None else info.replayed_calls,
+                     prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens, usd=result.cost_usd,
+                     seconds=time.perf_counter() - started, replays=1)
+        outcome = ReplayOutcome(cost=cost, divergence=divergence, error=None if error is None else str(error)[:2000])
+        return result, verdict if verdict is not None else Verdict(success=False), outcome
 
     return replay
 

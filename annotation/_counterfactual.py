@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.benchmarks import Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
-from rootstep.prompts import render
+from rootstep.prompts import render, render_steps
 from rootstep.tracers import match_agent
 from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
 
@@ -47,7 +47,6 @@ from ._attempt import (
     model_name,
     not_the_step_itself,
     same_text,
-    trajectory_vars,
     try_intervention,
     verdict_feedback,
     with_transcript,
@@ -289,7 +288,8 @@ class _Search:
             "question": context.question or trajectory.question,
             "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
             "feedback": feedback,
-            **trajectory_vars(trajectory, max_prompt_chars),
+            "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars)[0],
+            "agents": trajectory.agents,
         }
         self.attempts: list[Attempt] = []
         self.declined: list[Diagnosis] = []
@@ -515,9 +515,9 @@ class _Search:
             "search": search,
             "attempted_steps": [a.diagnosis.step for a in self.attempts],
             "declined_steps": [d.step for d in self.declined],
-            "analyzer_calls": self.meter.llm_calls,
-            "live_calls": self.meter.live_calls,
-            "replayed_calls": self.meter.replayed_calls,
+            "analyzer_calls": self.meter.asked.llm_calls,
+            "live_calls": self.meter.replayed.llm_calls,
+            "replayed_calls": self.meter.replayed.replayed_calls,
             "control_replays": self.meter.control_replays,
             "controls": self.controls,
             "repeats": self.repeats,
@@ -617,10 +617,10 @@ def find_decisive_step(
         verdict: Omega's verdict on the run; its details are the analyzer's environment feedback.
         task_context: task text, ground truth and extra feedback; defaults to the trajectory's own.
         analyzer: the analyzer LLM (`tracers.Chat` or any `prompt -> text` callable).
-        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayCost)`.
+        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayOutcome)`.
             Prefix replay from the recording is what makes late interventions cheap.
         budget: limits of this search (`Budget()` by default).
-        max_prompt_chars: step contents are shortened evenly beyond this.
+        max_prompt_chars: the run's step texts are cut, longest first, to fit (`rootstep.prompts.render_steps`).
         verify: Omega as `(Task, answer) -> Verdict` (the flows pass the session's verifier): with the task
             (`task_context.task`, or the run's own), a fix that only re-states the step's answer verifies
             nothing, and an analyzer's "no agent error" is checked against the step it names.

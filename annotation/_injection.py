@@ -35,12 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.benchmarks import final_answer_span
 from rootstep.benchmarks import Verify, code_key, gives_answer, is_suspect, planted_answer
-from rootstep.prompts import render
-from rootstep.warehouse import Annotation, Cost, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
+from rootstep.prompts import render, render_steps
+from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Usage, Verdict
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
-    json_object, model_name, not_the_step_itself, same_text, trajectory_vars, try_intervention, with_transcript,
+    json_object, model_name, not_the_step_itself, same_text, try_intervention, with_transcript,
 )
 from ._budget import Budget, Meter
 from ._counterfactual import TaskContext
@@ -118,7 +118,7 @@ class InjectionResult(BaseModel):
     points: list[int] = Field(default_factory=list)
     """The injection points tried in order (team-aware modes)."""
     notes: list[str] = Field(default_factory=list)
-    cost: Cost = Field(default_factory=Cost)
+    cost: Usage = Field(default_factory=Usage)
 
     @property
     def flipped(self) -> bool:
@@ -315,7 +315,8 @@ class _Injection:
         self.flipped: tuple[InjectionAttempt, Trajectory] | None = None
         self.base = {"question": context.question or trajectory.question,
                      "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
-                     **trajectory_vars(trajectory, max_prompt_chars)}
+                     "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars)[0],
+                     "agents": trajectory.agents}
 
     def tried(self) -> set[tuple[int, str]]:
         return {(a.corruption.step, " ".join(a.corruption.content.split())) for a in self.attempts}
@@ -513,7 +514,7 @@ def inject_fault(
     Args:
         trajectory: a successful run.
         perturber: the perturber LLM; None uses programmatic perturbations only.
-        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayCost)`.
+        replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayOutcome)`.
         budget: `max_candidates` perturber proposals (one-shot) or injection points (the other modes),
             then programmatic ones while replays remain.
         programmatic: also try the programmatic perturbations (after the perturber's).

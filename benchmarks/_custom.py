@@ -30,6 +30,7 @@ from typing import Any
 from rootstep.warehouse import Task, TaskKind
 
 from ._errors import BenchmarkError, ValidationError
+from ._loaders import jsonl_objects
 from ._numeric import parse_number
 from ._registry import BENCHMARKS, BenchmarkInfo, Loader, verifier_info
 from ._settings import user_registry_dir
@@ -114,16 +115,9 @@ def validate_file(path: Path, verifier: str) -> list[dict[str, Any]]:
             lines = list(fh)
         except UnicodeDecodeError as exc:
             raise ValidationError([f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{path}: line {number}: not valid JSON: {exc.msg} (column {exc.colno})")
-            continue
-        if not isinstance(row, dict):
-            problems.append(f"{path}: line {number}: expected a JSON object, found {type(row).__name__}")
+    for number, row, problem in jsonl_objects(lines):
+        if row is None:
+            problems.append(f"{path}: line {number}: {problem}")
             continue
         for field, problem in _row_problems(row, verifier):
             problems.append(f"{path}: line {number}: {field}: {problem}")

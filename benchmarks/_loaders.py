@@ -9,26 +9,49 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from rootstep.warehouse import InputError, Task
 
+from ._catalog import catalog
 from ._registry import BenchmarkInfo, benchmark
+
+
+def jsonl_objects(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """(line number, object, None) for each non-blank line holding a JSON object; (line number, None, why)
+    for one that does not."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, None, f"not valid JSON: {exc.msg} (column {exc.colno})"
+            continue
+        if isinstance(row, dict):
+            yield number, row, None
+        else:
+            yield number, None, f"expected a JSON object, found {type(row).__name__}"
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; `InputError` naming file and line otherwise."""
     with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(str(path), f"line {number}", f"not valid JSON: {exc.msg} (column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise InputError(str(path), f"line {number}", f"expected a JSON object, found {type(row).__name__}")
+        for number, row, problem in jsonl_objects(fh):
+            if row is None:
+                raise InputError(str(path), f"line {number}", str(problem))
             yield number, row
+
+
+def read_json_array(path: Path, of: str = "") -> list[Any]:
+    """The JSON array in `path` (`of`: what it holds, for the error); `InputError` naming the file otherwise."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise InputError(str(path), "(top level)", f"expected a JSON array{of}")
+    return data
 
 
 def require(row: dict[str, Any], field: str, path: Path, line: int | str, kind: type | tuple[type, ...] = str) -> Any:
@@ -40,15 +63,7 @@ def require(row: dict[str, Any], field: str, path: Path, line: int | str, kind: 
     return row[field]
 
 
-GSM8K = BenchmarkInfo(
-    name="gsm8k",
-    title="GSM8K test split (grade-school math word problems)",
-    kind="math",
-    verifier="numeric",
-    licence="MIT (Copyright (c) 2021 OpenAI)",
-    source="github.com/openai/grade-school-math grade_school_math/data/test.jsonl",
-    files=("gsm8k/test.jsonl",),
-)
+GSM8K = catalog("gsm8k")
 
 
 @benchmark(GSM8K)
@@ -59,29 +74,12 @@ def load_gsm8k(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
         solution = require(row, "answer", paths[0], line)
         if "####" not in solution:
             raise InputError(str(paths[0]), f"line {line}: answer", "has no '#### <final answer>'")
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=f"test-{index}",
-                prompt=require(row, "question", paths[0], line),
-                ground_truth=solution.rsplit("####", 1)[1].strip(),
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={"solution": solution, "line": line},
-            )
-        )
+        tasks.append(info.task(f"test-{index}", require(row, "question", paths[0], line),
+                               solution.rsplit("####", 1)[1].strip(), {"solution": solution, "line": line}))
     return tasks
 
 
-MATH500 = BenchmarkInfo(
-    name="math500",
-    title="MATH-500 (the PRM800K subset of the MATH test set)",
-    kind="math",
-    verifier="math",
-    licence="MIT (MATH, Hendrycks et al. 2021; MATH-500 subset from openai/prm800k)",
-    source="huggingface.co/datasets/HuggingFaceH4/MATH-500 test.jsonl",
-    files=("math500/test.jsonl",),
-)
+MATH500 = catalog("math500")
 
 
 @benchmark(MATH500)
@@ -89,42 +87,20 @@ def load_math500(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
     """`{"problem", "solution", "answer", "subject", "level", "unique_id"}`; task_id is `unique_id`."""
     tasks = []
     for line, row in read_jsonl(paths[0]):
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=require(row, "unique_id", paths[0], line),
-                prompt=require(row, "problem", paths[0], line),
-                ground_truth=require(row, "answer", paths[0], line),
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={k: row[k] for k in ("solution", "subject", "level") if k in row},
-            )
-        )
+        tasks.append(info.task(require(row, "unique_id", paths[0], line), require(row, "problem", paths[0], line),
+                               require(row, "answer", paths[0], line),
+                               {k: row[k] for k in ("solution", "subject", "level") if k in row}))
     return tasks
 
 
-HOTPOTQA = BenchmarkInfo(
-    name="hotpotqa",
-    title="HotpotQA dev, distractor setting (context paragraphs as an offline search tool)",
-    kind="qa",
-    verifier="qa",
-    licence="CC BY-SA 4.0",
-    source="hotpotqa.github.io dev distractor; the 200-question subset AFlow validates on (hotpotqa/SOURCE.md)",
-    files=("hotpotqa/hotpot_dev_distractor_200.jsonl",),
-)
+HOTPOTQA = catalog("hotpotqa")
 
 
 def _hotpot_rows(path: Path) -> Iterator[tuple[int | str, dict[str, Any]]]:
     if path.suffix == ".jsonl":
         yield from read_jsonl(path)
         return
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-    if not isinstance(data, list):
-        raise InputError(str(path), "(top level)", "expected a JSON array of questions")
-    for index, row in enumerate(data):
+    for index, row in enumerate(read_json_array(path, " of questions")):
         if not isinstance(row, dict):
             raise InputError(str(path), f"[{index}]", "expected a JSON object")
         yield f"[{index}]", row
@@ -144,34 +120,14 @@ def load_hotpotqa(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], list)):
                 raise InputError(str(paths[0]), f"line {where}: context[{i}]", "expected [title, [sentences]]")
             paragraphs.append({"title": item[0], "sentences": [str(s) for s in item[1]]})
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=str(require(row, "_id", paths[0], where, (str, int))),  # 4 subset rows have integer ids
-                prompt=require(row, "question", paths[0], where),
-                ground_truth=require(row, "answer", paths[0], where),
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata={
-                    "paragraphs": paragraphs,
-                    "supporting_facts": row.get("supporting_facts", []),
-                    "type": row.get("type"),
-                    "level": row.get("level"),
-                },
-            )
-        )
+        task_id = str(require(row, "_id", paths[0], where, (str, int)))  # 4 subset rows have integer ids
+        tasks.append(info.task(task_id, require(row, "question", paths[0], where), require(row, "answer", paths[0], where), {
+            "paragraphs": paragraphs, "supporting_facts": row.get("supporting_facts", []), "type": row.get("type"),
+            "level": row.get("level")}))
     return tasks
 
 
-GAIA = BenchmarkInfo(
-    name="gaia",
-    title="GAIA validation (general AI assistants; questions with attached files)",
-    kind="agentic",
-    verifier="gaia",
-    licence="GAIA dataset terms (gated on Hugging Face; answers must not be redistributed in crawlable form)",
-    source="huggingface.co/datasets/gaia-benchmark/GAIA 2023/validation/metadata.jsonl",
-    files=("gaia/2023/validation/metadata.jsonl",),
-)
+GAIA = catalog("gaia")
 
 
 @benchmark(GAIA)
@@ -193,15 +149,6 @@ def load_gaia(paths: list[Path], info: BenchmarkInfo) -> list[Task]:
             meta |= {"file_name": file_name, "file_path": str(file_path)}
         if isinstance(row.get("Annotator Metadata"), dict):
             meta["annotator_metadata"] = row["Annotator Metadata"]
-        tasks.append(
-            Task(
-                benchmark=info.name,
-                task_id=require(row, "task_id", paths[0], line),
-                prompt=require(row, "Question", paths[0], line),
-                ground_truth=None if answer in (None, "?") else str(answer),
-                verifier=info.verifier,
-                kind=info.kind,
-                metadata=meta,
-            )
-        )
+        tasks.append(info.task(require(row, "task_id", paths[0], line), require(row, "Question", paths[0], line),
+                               None if answer in (None, "?") else str(answer), meta))
     return tasks

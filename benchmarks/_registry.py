@@ -120,6 +120,11 @@ class BenchmarkInfo(BaseModel):
     def available(self) -> bool:
         return all(p.exists() for p in self.paths())
 
+    def task(self, task_id: str, prompt: str, ground_truth: str | None, metadata: dict[str, Any]) -> Task:
+        """One task of this benchmark (its name, verifier and kind)."""
+        return Task(benchmark=self.name, task_id=task_id, prompt=prompt, ground_truth=ground_truth,
+                    verifier=self.verifier, kind=self.kind, metadata=metadata)
+
 
 Loader = Callable[[list[Path], BenchmarkInfo], list[Task]]
 

@@ -34,12 +34,12 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from rootstep.benchmarks import is_suspect, suspect_reason
-from rootstep.warehouse import Annotation, Evidence, LLMCall, Trajectory
+from rootstep.warehouse import Annotation, Evidence, LLMCall, Trajectory, Usage
 
 from rootstep.annotation import (
     Budget,
     InjectionMode,
-    ReplayCost,
+    ReplayOutcome,
     adapter_replay,
     find_decisive_step,
     inject_fault,
@@ -75,11 +75,8 @@ class AnnotatedRun(BaseModel):
     agent: str | None = None
     step: int | None = None
     verified: bool = False
-    replays: int = 0
-    llm_calls: int = 0
-    tokens: int = 0
-    usd: float = 0.0
-    seconds: float = 0.0
+    cost: Usage = Field(default_factory=Usage)
+    """What the search spent (the annotation's cost)."""
     error: str | None = None
     reason: str | None = None
     """Why a failure was left out (`verdict_suspect`), or the outcome's short reason."""
@@ -265,7 +262,7 @@ def _replay_fn(session: Session, trajectory: Trajectory, captured: list[Trajecto
     inner = adapter_replay(adapter, trajectory, **({"recorded": recorded} if recorded else {}))
     model = trajectory.model or DEFAULT_MODEL
 
-    def replay(intervention: Any) -> tuple[Trajectory, Any, ReplayCost]:
+    def replay(intervention: Any) -> tuple[Trajectory, Any, ReplayOutcome]:
         with session.episode_slot(model):
             result, verdict, cost = inner(intervention)
         captured.append(result)
@@ -320,8 +317,7 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
     run = AnnotatedRun(
         method="counterfactual", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
         task_id=trajectory.task_id, status=a.status, labelled_run_id=a.run_id, annotation_id=a.id, agent=a.agent,
-        step=a.step, verified=a.verified, replays=a.cost.replays, llm_calls=a.cost.llm_calls, tokens=a.cost.tokens,
-        usd=a.cost.usd, seconds=a.cost.seconds, worker=worker_id(),
+        step=a.step, verified=a.verified, cost=a.cost, worker=worker_id(),
         reason=None if a.status == "labelled" else a.evidence.reason, confidence=a.metadata.get("confidence"),
         steps=list(a.metadata.get("steps") or []), recheck_of=None if recheck is None else recheck.id, agrees=agrees,
     )
@@ -343,14 +339,12 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
                           verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
                           deterministic=_deterministic(trajectory, recorded))
     a = None if result.annotation is None else _keep(result.annotation, causality)
-    cost = result.cost
     run = AnnotatedRun(
         method="fault_injection", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
         task_id=trajectory.task_id, status="not_flipped" if a is None else a.status,
         labelled_run_id=None if a is None else a.run_id, annotation_id=None if a is None else a.id,
         agent=None if a is None else a.agent, step=None if a is None else a.step,
-        verified=a is not None and a.verified, replays=cost.replays, llm_calls=cost.llm_calls, tokens=cost.tokens,
-        usd=cost.usd, seconds=cost.seconds, worker=worker_id(), mode=None if a is None else a.metadata.get("mode"),
+        verified=a is not None and a.verified, cost=result.cost, worker=worker_id(), mode=None if a is None else a.metadata.get("mode"),
         confidence=None if a is None else a.metadata.get("confidence"),
     )
     return Annotated(row=run, runs=captured, replays=result.replays,

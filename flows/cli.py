@@ -237,6 +237,11 @@ RepeatsOpt = typer.Option(1, "--repeats", min=1,
                                "counts on both sides give the label's confidence (a Wilson interval on the difference).")
 MinConfidenceOpt = typer.Option(0.0, "--min-confidence", min=0.0, max=1.0,
                                 help="Labels below this confidence are stored but not verified (out of `labels`).")
+RecheckOpt = typer.Option(0, "--recheck", min=0,
+                          help="Also re-annotate N labelled failures from scratch (fresh analyzer samples, another "
+                               "candidate order) and report how often (agent, step) agree.")
+
+
 def _causality(controls: int, repeats: int, min_confidence: float = 0.0) -> Any:
     from rootstep.flows.annotate import Causality
 
@@ -273,6 +278,8 @@ def pipeline_cmd(
     budget: Any = None,
     controls: int = ControlsOpt,
     repeats: int = RepeatsOpt,
+    min_confidence: float = MinConfidenceOpt,
+    recheck: int = RecheckOpt,
     counterfactual: bool = typer.Option(True, help="Annotate failures by counterfactual replay."),
     inject: bool = typer.Option(True, help="Annotate successes by fault injection."),
     limits: Any = None,
@@ -294,7 +301,8 @@ def pipeline_cmd(
         frameworks=framework, benchmarks=benchmarks, model=model, analyzer_model=analyzer_model,
         perturber_model=perturber_model, seed=seed, budget=budget, counterfactual=counterfactual, inject=inject,
         warehouse=warehouse, limits=limits, runner=runner, include_suspect=include_suspect,
-        causality=_causality(controls, repeats), inject_mode=inject_mode.value, max_tokens=max_tokens))
+        causality=_causality(controls, repeats, min_confidence), inject_mode=inject_mode.value, max_tokens=max_tokens,
+        recheck=recheck))
     if as_json:
         console.print_json(report.model_dump_json())
 
@@ -347,9 +355,7 @@ def annotate_cmd(
     controls: int = ControlsOpt,
     repeats: int = RepeatsOpt,
     min_confidence: float = MinConfidenceOpt,
-    recheck: int = typer.Option(0, "--recheck", min=0,
-                                help="Also re-annotate N labelled failures from scratch (fresh analyzer samples, "
-                                     "another candidate order) and report how often (agent, step) agree."),
+    recheck: int = RecheckOpt,
     include_suspect: bool = IncludeSuspectOpt,
     inject_mode: InjectMode = InjectModeOpt,
     max_tokens: Optional[int] = MaxTokensOpt,
@@ -393,8 +399,8 @@ def annotate_cmd(
         if a.recheck_of is not None:
             extra += f"re-check of {a.recheck_of}: {'agrees' if a.agrees else 'lands elsewhere'}  "
         console.print(f"{a.method:<15} {a.framework:<12} {a.benchmark}/{a.task_id:<14} {a.status:<17} "
-                      f"{a.agent or '-'}@{where}  replays {a.replays}  "
-                      f"llm calls {a.llm_calls}  {a.seconds:.1f} s {extra}{a.mode or ''} {a.error or a.reason or ''}",
+                      f"{a.agent or '-'}@{where}  replays {a.cost.replays}  "
+                      f"llm calls {a.cost.llm_calls}  {a.cost.seconds:.1f} s {extra}{a.mode or ''} {a.error or a.reason or ''}",
                       highlight=False)
     console.print(f"{len(runs)} run(s) annotated")
     rechecked = [a for a in runs if a.recheck_of is not None]

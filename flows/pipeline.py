@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -30,6 +31,7 @@ from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, o
 from .annotate import AnnotatedRun, AnnotateReport, Causality
 from .annotate import counterfactual as counterfactual_flow
 from .annotate import inject as inject_flow
+from .annotate import recheck as recheck_flow
 from .collect import CollectedRun, CollectReport
 from .collect import collect as collect_flow
 
@@ -96,22 +98,27 @@ class PipelineReport(BaseModel):
     stage_seconds: dict[str, float] = Field(default_factory=dict)
 
     def counts(self) -> dict[str, Any]:
+        """Collection counts, annotation outcomes by status (re-checks apart: they re-do a label) and re-checks."""
         c = CollectReport(runs=self.collected).counts()
-        c["labelled"] = sum(1 for a in self.annotated if a.status == "labelled")
-        c["unresolved"] = sum(1 for a in self.annotated if a.status == "unresolved")
-        c["verifier_suspect"] = sum(1 for a in self.annotated if a.status == "verifier_suspect")
-        c["verdict_suspect"] = sum(1 for a in self.annotated if a.status == "verdict_suspect")
-        c["not_flipped"] = sum(1 for a in self.annotated if a.status == "not_flipped")
-        c["not_causal"] = sum(1 for a in self.annotated if a.status == "not_causal")
-        c["unproven_earliest"] = sum(1 for a in self.annotated if a.status == "unproven_earliest")
-        c["annotation_errors"] = sum(1 for a in self.annotated if a.status == "error")
+        first = Counter(a.status for a in self.annotated if a.recheck_of is None)
+        c["annotated"] = sum(first.values())
+        for key, status in (("labelled", "labelled"), ("unresolved", "unresolved"),
+                            ("verifier_suspect", "verifier_suspect"), ("verdict_suspect", "verdict_suspect"),
+                            ("not_flipped", "not_flipped"), ("not_causal", "not_causal"),
+                            ("unproven_earliest", "unproven_earliest"), ("annotation_errors", "error")):
+            c[key] = first[status]
+        rechecks = [a for a in self.annotated if a.recheck_of is not None]
+        c["rechecks"] = len(rechecks)
+        c["rechecks_agreeing"] = sum(1 for a in rechecks if a.agrees)
         return c
 
     def render(self) -> str:
         """The table of what was annotated and the SQL to explore it (plain text)."""
-        head = ["method", "framework", "benchmark", "task", "status", "agent", "step", "replays", "llm calls", "seconds"]
+        head = ["method", "framework", "benchmark", "task", "status", "agent", "step", "replays", "llm calls", "seconds",
+                "re-check"]
         rows = [[a.method, a.framework, a.benchmark, a.task_id, a.status, a.agent or "-",
-                 "-" if a.step is None else str(a.step), str(a.replays), str(a.llm_calls), f"{a.seconds:.1f}"]
+                 "-" if a.step is None else str(a.step), str(a.cost.replays), str(a.cost.llm_calls), f"{a.cost.seconds:.1f}",
+                 "" if a.recheck_of is None else ("agrees" if a.agrees else "lands elsewhere")]
                 for a in self.annotated]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -119,11 +126,13 @@ class PipelineReport(BaseModel):
         lines = [
             f"collected {c['runs']} runs ({c['new']} new, {c['cached']} already stored, {c['errors']} errors): "
             f"{c['successes']} successes, {c['failures']} failures",
-            f"annotated {len(self.annotated)}: {c['labelled']} labelled, {c['unresolved']} unresolved, "
+            f"annotated {c['annotated']}: {c['labelled']} labelled, {c['unresolved']} unresolved, "
             f"{c['verifier_suspect']} with no agent error (verifier suspect), {c['verdict_suspect']} failures "
             f"left out as suspect verdicts, {c['not_flipped']} successes not flipped, {c['not_causal']} flips their "
             f"control showed too (not causal), {c['unproven_earliest']} with the earliest step unproven, "
             f"{c['annotation_errors']} errors",
+            *([f"re-checked {c['rechecks']} labels from scratch: {c['rechecks_agreeing']} found again at the same "
+               "agent and step"] if c["rechecks"] else []),
             f"in {self.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_seconds.items()) + ")",
             "",
             fmt.format(*head),
@@ -159,6 +168,7 @@ def pipeline(
     include_suspect: bool = False,
     inject_mode: InjectionMode = "auto",
     causality: Causality | None = None,
+    recheck: int = 0,
 ) -> PipelineReport:
     """Collect runs, split them, annotate failures (counterfactual) and successes (fault injection).
 
@@ -176,6 +186,8 @@ def pipeline(
         include_suspect: also search failures whose verdict is suspect (`verdict_suspect` view).
         inject_mode: fault injection's mode (`auto`, `team_aware`, `persistent`, `one_shot`).
         causality: controls and repeats per flip, the least confidence a label keeps (`Causality`).
+        recheck: after the annotation stages, re-annotate this many of the collected runs' labels from
+            scratch (the `recheck` flow) and report how often (agent, step) agree.
         runner: where the tasks run: threads of this process (default), or a Dask / Ray cluster
             (`Runner(kind="dask", address=...)`; without an address a local one, `workers` processes).
     """
@@ -214,6 +226,13 @@ def pipeline(
         for name, done in _side_by_side(stages, session).items():
             report.annotated += done[0].runs
             report.stage_seconds[name] = done[1]
+        if recheck:  # the labels the counterfactual stage just found, re-done from scratch
+            clock = time.perf_counter()
+            rechecked = recheck_flow(analyzer_model, recheck, frameworks=frameworks, benchmarks=scope_b,
+                                     run_ids=run_ids, budget=budget, max_tokens=max_tokens, runner=runner,
+                                     session_id=session.id, causality=causality)
+            report.annotated += rechecked.runs
+            report.stage_seconds["recheck"] = round(time.perf_counter() - clock, 3)
     report.seconds = round(time.perf_counter() - started, 3)
     print(report.render())
     return report

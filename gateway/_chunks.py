@@ -1,9 +1,25 @@
-"""OpenAI streaming chunks made from a whole ChatCompletion (replayed, forced and cached calls stream too)."""
+"""OpenAI streaming chunks made from a whole ChatCompletion (replayed, forced and cached calls stream too),
+and tool calls put in the OpenAI form."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Iterator
+
+
+def openai_tool_call(raw: dict[str, Any], default_id: str) -> dict[str, Any]:
+    """A tool call given in the OpenAI form or as `{"name", "arguments": {...}}`, in the OpenAI form (arguments
+    as a JSON string; `default_id` when it has no id)."""
+    function = raw.get("function", raw)
+    arguments = function.get("arguments", {})
+    return {
+        "id": raw.get("id") or default_id,
+        "type": "function",
+        "function": {
+            "name": function["name"],
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }
 
 
 def to_chunks(response: dict[str, Any]) -> Iterator[dict[str, Any]]:

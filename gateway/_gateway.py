@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
 
-from rootstep.warehouse import LLMCall
+from rootstep.warehouse import LLMCall, Usage
 
 from ._cache import ResponseCache, cacheable
 from ._chunks import to_chunks
@@ -58,6 +58,11 @@ class RunStats:
     """Calls refused because no declared agent matched them (`Gateway.agent_for`)."""
     unattributed_reason: str | None = None
     """Why the first of them was refused."""
+
+    @property
+    def usage(self) -> Usage:
+        """The run's calls as a cost: live calls (paid) and calls served from the recording (free)."""
+        return Usage(llm_calls=self.live, replayed_calls=self.replayed)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -290,14 +295,19 @@ class Gateway:
         response = {"error": {"message": error, "type": exc.kind, "code": exc.status_code}}
         self._write(run, self._row(run, agent, digest, counter, meta, body, response, "live", latency, error))
 
-    async def complete(self, run_id: str | None, agent: str, body: dict[str, Any], meta: CallMeta | None = None) -> tuple[LLMCall, dict[str, Any]]:
-        """Answer one non-streaming call; returns the journaled row and the response for the client."""
+    def _begin(self, run_id: str | None, agent: str, body: dict[str, Any], meta: CallMeta | None
+               ) -> tuple[CallMeta, _Run, str, int, float, tuple[str, dict[str, Any], LLMCall | None] | None]:
+        """A call's start: its meta, run, request hash and occurrence counter (taken), start time, and the
+        answer the recording, the intervention or the cache serves (None: it goes live)."""
         meta = meta or CallMeta()
         run = self.run(run_id)
         digest = request_hash(body)
         counter = run.take_counter(agent, digest)
-        started = time.perf_counter()
-        served = self._served(run, agent, digest, counter, body, meta)
+        return meta, run, digest, counter, time.perf_counter(), self._served(run, agent, digest, counter, body, meta)
+
+    async def complete(self, run_id: str | None, agent: str, body: dict[str, Any], meta: CallMeta | None = None) -> tuple[LLMCall, dict[str, Any]]:
+        """Answer one non-streaming call; returns the journaled row and the response for the client."""
+        meta, run, digest, counter, started, served = self._begin(run_id, agent, body, meta)
         source = None
         if served is not None:
             mode, response, source = served
@@ -325,12 +335,7 @@ class Gateway:
         The first item is `{"call_id": ...}` (for the response header); the rest are chunks. If the
         consumer stops early (the client disconnected), nothing is journaled.
         """
-        meta = meta or CallMeta()
-        run = self.run(run_id)
-        digest = request_hash(body)
-        counter = run.take_counter(agent, digest)
-        started = time.perf_counter()
-        served = self._served(run, agent, digest, counter, body, meta)
+        meta, run, digest, counter, started, served = self._begin(run_id, agent, body, meta)
         done = False
         try:
             if served is not None:

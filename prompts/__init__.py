@@ -1,4 +1,5 @@
-"""Prompt templates (analyzer, perturber, attribution methods) as files, loaded with jinja2."""
+"""Prompt templates (analyzer, perturber, attribution methods) as files, loaded with jinja2, and the one
+renderer of a run into prompt text (`render_steps`, printed by `_run.j2`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from ._run import MIN_STEP_CHARS, render_steps, shorten, step_cap
+
+__all__ = ["MIN_STEP_CHARS", "PROMPTS_DIR", "environment", "render", "render_steps", "shorten", "step_cap"]
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 

@@ -7,6 +7,8 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from ._request import make_request
+
 
 class ExecResult(BaseModel):
     """What one execution in a sandbox did."""
@@ -28,7 +30,10 @@ class ExecResult(BaseModel):
 
 @runtime_checkable
 class SandboxSession(Protocol):
-    """A multi-step episode: files written by one call are there for the next."""
+    """A multi-step episode: files written by one call are there for the next.
+
+    An implementation may subclass it and give `execute(request)` and `timeout_cap`: its `run` then makes
+    the arguments into one checked `Request` (`make_request`, the timeout capped at `timeout_cap`)."""
 
     def run(
         self,
@@ -38,21 +43,21 @@ class SandboxSession(Protocol):
         files: dict[str, str | bytes] | None = None,
         stdin: str | None = None,
         timeout: float = 10.0,
-    ) -> ExecResult: ...
+    ) -> ExecResult:
+        """Run `command` (a shell string or an argv list) or Python `code` in the work dir.
+
+        `files` (relative path -> content) are written into the work dir first. `timeout` is capped at
+        `limits.timeout_s`. A run that exceeds it is killed with all its processes (`timed_out`); in Docker,
+        one that exceeds the memory limit is killed by the kernel (`oom_killed`). Exit codes of processes
+        killed by a signal are 128 + the signal, as in a shell.
+        """
+        request = make_request(command, code, files, stdin, timeout, max_timeout=self.timeout_cap)  # type: ignore[attr-defined]
+        return self.execute(request)  # type: ignore[attr-defined]
 
 
 @runtime_checkable
-class Sandbox(Protocol):
-    """Runs a command, or Python `code`, with `files` written into a fresh work dir first."""
-
-    def run(
-        self,
-        command: list[str] | str | None = None,
-        *,
-        code: str | None = None,
-        files: dict[str, str | bytes] | None = None,
-        stdin: str | None = None,
-        timeout: float = 10.0,
-    ) -> ExecResult: ...
+class Sandbox(SandboxSession, Protocol):
+    """Runs a command, or Python `code`, with `files` written into a fresh work dir first; `session()`
+    keeps one work dir (and container) for a multi-step episode."""
 
     def session(self) -> AbstractContextManager[SandboxSession]: ...

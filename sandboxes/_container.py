@@ -14,6 +14,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from rootstep.sandboxes._api import ExecResult
@@ -223,3 +224,12 @@ def _result(answer: dict) -> ExecResult:
         output_truncated=bool(answer["output_truncated"]),
         isolated=True,
     )
+
+
+def remove_all(containers: Iterable[Container]) -> None:
+    """Remove every container, going on past any that fails (closing down: what can be removed is)."""
+    for container in containers:
+        try:
+            container.remove()
+        except Exception:
+            pass

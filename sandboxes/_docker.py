@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rootstep.sandboxes._api import ExecResult
+from rootstep.sandboxes._api import ExecResult, Sandbox, SandboxSession
 from rootstep.sandboxes._cleanup import reap
-from rootstep.sandboxes._container import Container
+from rootstep.sandboxes._container import Container, remove_all
 from rootstep.sandboxes._gateway import GatewayRelay
 from rootstep.sandboxes._images import ensure_image
 from rootstep.sandboxes._limits import PoolConfig, SandboxError, SandboxLimits, SandboxUnavailableError
-from rootstep.sandboxes._request import check_env, make_request
+from rootstep.sandboxes._request import Request, check_env
 
 
 def docker_client() -> Any:
@@ -35,8 +35,9 @@ def docker_client() -> Any:
     return client
 
 
-class DockerSession:
-    """One container kept for a multi-step episode: files written by one run are there for the next."""
+class DockerSession(SandboxSession):
+    """One container kept for a multi-step episode: files written by one run are there for the next;
+    processes are killed after each run."""
 
     def __init__(self, sandbox: DockerSandbox, container: Container):
         self._sandbox, self._container = sandbox, container
@@ -45,23 +46,17 @@ class DockerSession:
     def container_name(self) -> str:
         return self._container.name
 
-    def run(
-        self,
-        command: list[str] | str | None = None,
-        *,
-        code: str | None = None,
-        files: dict[str, str | bytes] | None = None,
-        stdin: str | None = None,
-        timeout: float = 10.0,
-    ) -> ExecResult:
-        """Run in the session's container; processes are killed after each run, files stay."""
-        request = make_request(command, code, files, stdin, timeout, max_timeout=self._sandbox.limits.timeout_s)
+    @property
+    def timeout_cap(self) -> float:
+        return self._sandbox.limits.timeout_s
+
+    def execute(self, request: Request) -> ExecResult:
         if self._container.closed:
             raise SandboxError("this sandbox session's container is gone (it was killed after a stuck run)")
         return self._container.execute(request, clean=False)
 
 
-class DockerSandbox:
+class DockerSandbox(Sandbox):
     """Runs code in hardened Docker containers built from the rootstep images.
 
     Args:
@@ -73,7 +68,7 @@ class DockerSandbox:
             environment is passed in.
         client: a docker client (default: from the environment, checked with a ping).
 
-    `run` uses a warm container when there is a pool and a fresh one otherwise; `session()` gives an
+    `run` uses a warm container when there is a pool and a fresh one otherwise (`pool=0`: always a fresh one); `session()` gives an
     episode its own container. Create it once and reuse it; `close()` (or `with`) removes containers.
     """
 
@@ -122,24 +117,13 @@ class DockerSandbox:
         if self.pool is not None:
             self.pool.fill()
 
-    def run(
-        self,
-        command: list[str] | str | None = None,
-        *,
-        code: str | None = None,
-        files: dict[str, str | bytes] | None = None,
-        stdin: str | None = None,
-        timeout: float = 10.0,
-    ) -> ExecResult:
-        """Run `command` (a shell string or an argv list) or Python `code` in a clean work dir.
+    @property
+    def timeout_cap(self) -> float:
+        return self.limits.timeout_s
 
-        `files` (relative path -> content) are written into /work first. `timeout` is capped at
-        `limits.timeout_s`. A run that exceeds it is killed with all its processes (`timed_out`);
-        one that exceeds the memory limit is killed by the kernel (`oom_killed`). Exit codes of
-        processes killed by a signal are 128 + the signal, as in a shell.
-        """
+    def execute(self, request: Request) -> ExecResult:
+        """`run`'s request in a warm container of the pool (cleaned after the run), else in a fresh one."""
         self._check_open()
-        request = make_request(command, code, files, stdin, timeout, max_timeout=self.limits.timeout_s)
         if self.pool is None:
             return self._run_cold(request)
         container = self.pool.acquire()
@@ -151,20 +135,7 @@ class DockerSandbox:
         finally:
             self.pool.release(container, healthy=healthy)
 
-    def run_cold(
-        self,
-        command: list[str] | str | None = None,
-        *,
-        code: str | None = None,
-        files: dict[str, str | bytes] | None = None,
-        stdin: str | None = None,
-        timeout: float = 10.0,
-    ) -> ExecResult:
-        """Like `run`, but always in a container started for this run and removed after it."""
-        self._check_open()
-        return self._run_cold(make_request(command, code, files, stdin, timeout, max_timeout=self.limits.timeout_s))
-
-    def _run_cold(self, request: Any) -> ExecResult:
+    def _run_cold(self, request: Request) -> ExecResult:
         container = self._new_container("cold")
         try:
             return container.execute(request, clean=False)
@@ -198,11 +169,7 @@ class DockerSandbox:
             self.pool.close()
         with self._lock:
             sessions, self._sessions = list(self._sessions), set()
-        for container in sessions:
-            try:
-                container.remove()
-            except Exception:
-                pass
+        remove_all(sessions)
         if self._relay is not None:
             self._relay.close()
 

@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rootstep.sandboxes._api import ExecResult
+from rootstep.sandboxes._api import ExecResult, Sandbox, SandboxSession
 from rootstep.sandboxes._limits import SandboxLimits, SandboxUnavailableError
-from rootstep.sandboxes._request import BASE_ENV, Request, check_env, make_request
+from rootstep.sandboxes._request import BASE_ENV, Request, check_env
 
 ALLOW_ENV = "ROOTSTEP_ALLOW_LOCAL_SANDBOX"
 WARNING = (
@@ -135,24 +135,19 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-class LocalSession:
+class LocalSession(SandboxSession):
     def __init__(self, sandbox: LocalSandbox, workdir: Path):
         self._sandbox, self.workdir = sandbox, workdir
 
-    def run(
-        self,
-        command: list[str] | str | None = None,
-        *,
-        code: str | None = None,
-        files: dict[str, str | bytes] | None = None,
-        stdin: str | None = None,
-        timeout: float = 10.0,
-    ) -> ExecResult:
-        request = make_request(command, code, files, stdin, timeout, max_timeout=self._sandbox.limits.timeout_s)
+    @property
+    def timeout_cap(self) -> float:
+        return self._sandbox.limits.timeout_s
+
+    def execute(self, request: Request) -> ExecResult:
         return _execute(request, self.workdir, self._sandbox.limits, self._sandbox.env)
 
 
-class LocalSandbox:
+class LocalSandbox(Sandbox):
     """Subprocess + rlimits + temporary work dir. NOT isolated; refused unless `allow=True` or
     `ROOTSTEP_ALLOW_LOCAL_SANDBOX=1`. Every result has `isolated=False`, and creating one warns."""
 
@@ -169,17 +164,12 @@ class LocalSandbox:
         self.env = check_env(env)
         warnings.warn(WARNING, NotIsolatedWarning, stacklevel=2)
 
-    def run(
-        self,
-        command: list[str] | str | None = None,
-        *,
-        code: str | None = None,
-        files: dict[str, str | bytes] | None = None,
-        stdin: str | None = None,
-        timeout: float = 10.0,
-    ) -> ExecResult:
-        """As `DockerSandbox.run`, in a fresh temporary directory, without isolation."""
-        request = make_request(command, code, files, stdin, timeout, max_timeout=self.limits.timeout_s)
+    @property
+    def timeout_cap(self) -> float:
+        return self.limits.timeout_s
+
+    def execute(self, request: Request) -> ExecResult:
+        """`run`'s request in a fresh temporary directory, without isolation."""
         workdir = Path(tempfile.mkdtemp(prefix="rootstep-local-"))
         try:
             return _execute(request, workdir, self.limits, self.env)

@@ -13,7 +13,7 @@ import threading
 from collections import deque
 from typing import Callable
 
-from rootstep.sandboxes._container import Container
+from rootstep.sandboxes._container import Container, remove_all
 from rootstep.sandboxes._limits import PoolConfig
 
 
@@ -96,8 +96,4 @@ class WarmPool:
         with self._lock:
             self._closed = True
             idle, self._idle = list(self._idle), deque()
-        for container in idle:
-            try:
-                container.remove()
-            except Exception:
-                pass
+        remove_all(idle)

@@ -6,7 +6,7 @@ Module-level imports stay light (docker is imported inside the commands) so `roo
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -38,6 +38,21 @@ class ConsoleReporter:
 
 
 
+def docker_client_or_exit(skip_if_no_docker: bool, command: str, tests: str) -> Any:
+    """The Docker client for a build `command`; without a daemon it exits: 0 with a note that the build and
+    `tests` are skipped when `skip_if_no_docker` (CI), else a usage error saying how to get one."""
+    from rootstep.sandboxes._docker import docker_client
+    from rootstep.sandboxes._limits import SandboxUnavailableError
+
+    try:
+        return docker_client()
+    except SandboxUnavailableError as exc:
+        if skip_if_no_docker:
+            console.print(f"[yellow]{command} skipped:[/] {exc}\n{tests} will be skipped.")
+            raise typer.Exit(0) from None
+        fail(str(exc))
+
+
 @app.command("build")
 def build_cmd(
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="Environment(s) to build (default: all)."),
@@ -49,17 +64,10 @@ def build_cmd(
     ),
 ) -> None:
     """Build the base image (debootstrap) and the environment images; a no-op when they are up to date."""
-    from rootstep.sandboxes._docker import docker_client
     from rootstep.sandboxes._images import build_all, stale_images
     from rootstep.sandboxes._limits import SandboxUnavailableError
 
-    try:
-        client = docker_client()
-    except SandboxUnavailableError as exc:
-        if skip_if_no_docker:
-            console.print(f"[yellow]sandbox build skipped:[/] {exc}\nDocker sandbox tests will be skipped.")
-            raise typer.Exit(0) from None
-        fail(str(exc))
+    client = docker_client_or_exit(skip_if_no_docker, "sandbox build", "Docker sandbox tests")
     reporter = ConsoleReporter(verbose)
     try:
         built = build_all(client, env or None, report=reporter, force=force)

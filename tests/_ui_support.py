@@ -9,6 +9,9 @@
     litellm's `scripted/` provider): its first proposal (the Reviewer) does not help, its second (the
     Coder's code) does, and the earlier-step scan then finds the Planner's plan, the earliest fix that
     works: a verified label at step 1 with three attempts;
+  - the label is re-checked from scratch (as `rootstep annotate --recheck` does: another analyzer sample,
+    the agent steps asked in another order): the re-checking analyzer judges the plan correct and fixes
+    the Coder's code, so the re-check lands elsewhere (Coder, step 2), stored beside the label;
   - the success is corrupted by `rootstep.annotation.inject_fault` with a scripted perturber: the Coder's
     code is changed, the replay fails, and the corrupted run is labelled by construction.
   Everything is stored in the order the annotation flows store it: replayed runs, replays, annotation.
@@ -24,8 +27,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rootstep.annotation import ReplayCost, find_decisive_step, inject_fault
-from rootstep.warehouse import Intervention, Step, Trajectory, Verdict, Warehouse
+from rootstep.annotation import ReplayOutcome, find_decisive_step, inject_fault
+from rootstep.warehouse import Annotation, Intervention, Step, Trajectory, Usage, Verdict, Warehouse
 from rootstep.warehouse.whowhen import import_paths
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "whowhen"
@@ -112,12 +115,13 @@ class Bakery:
             parent_run_id=None if base is None else base.id, prompt_tokens=300 * 4, completion_tokens=60 * 4,
         )
 
-    def replay(self, intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(self, intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         result = self.run(self.original.steps[1].content, forced=intervention, base=self.original)
         live = sum(1 for s in result.steps[intervention.step + 1:] if s.kind == "agent")
         replayed = sum(1 for s in result.steps[:intervention.step] if s.kind == "agent")
-        return result, result.verdict, ReplayCost(live_calls=live, replayed_calls=replayed, tokens=240 * live,
-                                                  cost_usd=0.0004 * live, duration_s=0.8 + 0.5 * live)
+        return result, result.verdict, ReplayOutcome(cost=Usage(
+            llm_calls=live, replayed_calls=replayed, prompt_tokens=200 * live, completion_tokens=40 * live,
+            usd=0.0004 * live, seconds=0.8 + 0.5 * live))
 
 
 def _diagnosis(step: int, agent: str, reason: str, fix: str, **extra: Any) -> str:
@@ -140,6 +144,29 @@ def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
                                          REVIEW_NUDGE) + "\n```")
     return _diagnosis(2, "Coder", "The code adds the afternoon boxes (8) instead of their muffins (8 * 6).",
                       "```python\nmorning, afternoon, per_box = 12, 8, 6\nprint((12 + 8) * 6)\n```")
+
+
+def rechecker(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    """The re-check's analyzer sample: the plan is one reading of the problem (correct); the Coder's code is
+    the error."""
+    examined = re.search(r"STEP UNDER EXAMINATION: step (\d+)", messages[-1]["content"])
+    if examined and int(examined.group(1)) != 2:
+        return json.dumps({"fix_needed": False, "reason": "this step is a reasonable reading of the problem"})
+    return _diagnosis(2, "Coder", "The code adds 8 for the afternoon: the afternoon boxes hold 8 * 6 muffins.",
+                      "```python\nmorning, afternoon, per_box = 12, 8, 6\nprint(12 * 6 + 8 * 6)\n```", fix_needed=True)
+
+
+RECHECK_ORDER = [2, 4, 1, 5]
+"""The agent steps in the order the re-check asks about them (the flows shuffle them, seeded by the label)."""
+
+
+def as_recheck(again: Annotation, label: Annotation) -> Annotation:
+    """`again` stored as a re-check of `label`, in the form `rootstep annotate --recheck` writes it
+    (flows/annotate.py): never verified itself (never in `labels`), naming the label it re-did."""
+    agrees = again.status == "labelled" and (again.agent, again.step) == (label.agent, label.step)
+    return again.model_copy(update={"verified": False, "metadata": {
+        **again.metadata, "recheck_of": label.id, "recheck_agrees": agrees, "recheck_verified": again.verified,
+        "original": {"agent": label.agent, "step": label.step}}})
 
 
 def perturber(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
@@ -167,13 +194,14 @@ def build_warehouse(root: Path) -> dict[str, Any]:
 
     register_script("ui-analyzer", analyzer)
     register_script("ui-perturber", perturber)
+    register_script("ui-rechecker", rechecker)
     failing, succeeding = Bakery(WRONG_PLAN, "bakery-1"), Bakery(RIGHT_PLAN, "bakery-2")
     wh.write_trajectories([failing.original, succeeding.original])
 
     captured: list[Trajectory] = []
 
     def capturing(team: Bakery):
-        def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+        def replay(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
             result = team.replay(intervention)
             captured.append(result[0])
             return result
@@ -183,6 +211,14 @@ def build_warehouse(root: Path) -> dict[str, Any]:
     wh.write_trajectories(captured)
     wh.write_replays(found.replays)
     wh.write_annotations([found.annotation])
+
+    captured.clear()
+    again = find_decisive_step(failing.original, analyzer=Chat("scripted/ui-rechecker"), replay=capturing(failing),
+                               prior=RECHECK_ORDER)
+    recheck = as_recheck(again.annotation, found.annotation)
+    wh.write_trajectories(captured)
+    wh.write_replays(again.replays)
+    wh.write_annotations([recheck])
 
     captured.clear()
     injected = inject_fault(succeeding.original, Chat("scripted/ui-perturber"), capturing(succeeding), programmatic=False,
@@ -195,6 +231,7 @@ def build_warehouse(root: Path) -> dict[str, Any]:
         "location": str(root / "warehouse"),
         "counterfactual_run": failing.original.id,
         "counterfactual": found,
+        "recheck": recheck,
         "success_run": succeeding.original.id,
         "corrupted_run": injected.failed_run.id,
         "injection": injected,

@@ -20,7 +20,7 @@ import pytest
 from rootstep.gateway import register_script
 from rootstep.annotation import (
     Budget,
-    ReplayCost,
+    ReplayOutcome,
     alter_tool_argument,
     change_constant,
     drop_code_line,
@@ -32,7 +32,7 @@ from rootstep.annotation import (
     truncate_message,
 )
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, ReplayProvenance, Step, Trajectory, Verdict
+from rootstep.warehouse import Intervention, ReplayProvenance, Step, Trajectory, Usage, Verdict
 
 # (agent, kind, operation): the tool step 2 records the value and changes nothing
 PLAN = [
@@ -107,13 +107,13 @@ class Ledger:
         return Trajectory(framework="sim", benchmark="ledger", task_id="t1", question=f"Start at {START}, apply the plan.",
                           ground_truth=str(truth()), steps=steps, final_answer=str(value), verdict=self.verdict(value))
 
-    def replay(self, intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(self, intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         self.replays.append(intervention)
         steps, value, live, replayed = self.steps(intervention)
         verdict = self.verdict(value)
         run = Trajectory(framework="sim", benchmark="ledger", task_id="t1", question=f"Start at {START}, apply the plan.",
                          ground_truth=str(truth()), steps=steps, final_answer=str(value), verdict=verdict)
-        return run, verdict, ReplayCost(live_calls=live, replayed_calls=replayed, tokens=10 * live)
+        return run, verdict, ReplayOutcome(cost=Usage(llm_calls=live, replayed_calls=replayed, prompt_tokens=10 * live))
 
 
 def correct_value(i: int) -> int:
@@ -180,10 +180,10 @@ def test_error_at_step_3_is_fixed_and_labelled_verified():
     replay, control = result.replays
     assert replay.purpose == "counterfactual" and replay.intervention.kind == "fix"
     assert (replay.success_before, replay.success_after, replay.flipped) == (False, True, True)
-    assert (replay.live_calls, replay.replayed_calls) == (3, 2)  # agent steps 4, 5, 6 live; 0, 1 from the recording
+    assert (replay.cost.llm_calls, replay.cost.replayed_calls) == (3, 2)  # agent steps 4, 5, 6 live; 0, 1 from the recording
     # the control: step 3 forced as recorded, the rest live: the run still fails, so the flip is the fix's
     assert control.intervention.kind == "control" and control.intervention.new_content == run.steps[3].content
-    assert (control.success_after, control.flipped, control.live_calls) == (False, False, 3)
+    assert (control.success_after, control.flipped, control.cost.llm_calls) == (False, False, 3)
     check = a.metadata["flip_check"]
     assert (check["flips"], check["trials"], check["control_flips"], check["control_trials"]) == (1, 1, 0, 1)
     assert check["controls_replayed"] == [control.id] and check["controls_proven_identical"] == 0
@@ -338,7 +338,7 @@ def test_live_call_budget_stops_the_search():
     analyzer = Recorder("cf-live", lambda p, n: diag(at_step(p) or 0, fix=f"value = {n + 1000}", fix_needed=True))
     result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay, budget=Budget(max_live_calls=5))
     assert result.annotation.status == "unresolved"
-    assert sum(r.live_calls for r in result.replays) >= 5
+    assert sum(r.cost.llm_calls for r in result.replays) >= 5
     assert any("live-call budget of 5 spent" in n for n in result.notes)
 
 
@@ -352,8 +352,8 @@ def test_replays_that_raise_or_diverge_decide_nothing():
         if calls["n"] == 1:
             raise RuntimeError("sandbox died")
         if calls["n"] == 2:
-            traj, verdict, cost = ledger.replay(intervention)
-            return traj, verdict, cost.model_copy(update={"divergence": "--- recorded\n+++ replayed"})
+            traj, verdict, outcome = ledger.replay(intervention)
+            return traj, verdict, outcome.model_copy(update={"divergence": "--- recorded\n+++ replayed"})
         return ledger.replay(intervention)
 
     answers = iter([diag(3), diag(3, fix=f"value = {correct_value(3)}"), diag(3, fix=f"so value = {correct_value(3)}")])
@@ -436,7 +436,7 @@ def test_injection_that_flips_a_success_is_labelled_by_construction():
     assert control.intervention.kind == "control" and control.success_after is True
     assert a.metadata["flip_check"]["control_trials"] == 1 and a.metadata["flip_check"]["control_flips"] == 0
     assert a.metadata["source_run_id"] == run.id and a.annotator == "scripted/inj-flip"
-    assert a.cost.replays == 2 and a.cost.llm_calls == 1 + replay.live_calls + control.live_calls
+    assert a.cost.replays == 2 and a.cost.llm_calls == 1 + replay.cost.llm_calls + control.cost.llm_calls
     assert "SUCCEEDED" in perturber.prompts[0] and "SPECIFIC" in perturber.prompts[0]
 
 
@@ -617,21 +617,21 @@ def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
 
         def replay(self, trajectory: Trajectory, intervention: Intervention, **kwargs: Any) -> Trajectory:
             self.calls.append((trajectory, intervention))
-            result, verdict, cost = ledger.replay(intervention)
+            result, verdict, outcome = ledger.replay(intervention)
             return result.model_copy(update={"prompt_tokens": 40, "completion_tokens": 2, "replay": ReplayProvenance(
-                of_gateway_run_id="ledger", live_calls=cost.live_calls, replayed_calls=cost.replayed_calls,
+                of_gateway_run_id="ledger", live_calls=outcome.cost.llm_calls, replayed_calls=outcome.cost.replayed_calls,
                 divergence=None, prefix_identical=self.prefix_identical)})
 
     fix = Intervention(run_id=run.id, step=3, new_content=f"value = {correct_value(3)}")
     good = FakeAdapter(True)
-    result, verdict, cost = adapter_replay(good, run)(fix)
+    result, verdict, outcome = adapter_replay(good, run)(fix)
     assert good.calls[0] == (run, fix) and verdict.success
-    assert (cost.live_calls, cost.replayed_calls, cost.tokens, cost.divergence) == (3, 2, 42, None)
-    _, _, cost = adapter_replay(FakeAdapter(False), run)(fix)
-    assert cost.divergence == "the steps before step 3 differ from the recorded run"
+    assert (outcome.cost.llm_calls, outcome.cost.replayed_calls, outcome.cost.tokens, outcome.divergence) == (3, 2, 42, None)
+    _, _, outcome = adapter_replay(FakeAdapter(False), run)(fix)
+    assert outcome.divergence == "the steps before step 3 differ from the recorded run"
     analyzer = Recorder("cf-adapter", lambda p, n: decline() if at_step(p) is not None else diag(3))
     found = find_decisive_step(run, analyzer=analyzer.chat, replay=adapter_replay(FakeAdapter(True), run))
-    assert found.verified and found.step == 3 and found.replays[0].tokens == 42
+    assert found.verified and found.step == 3 and found.replays[0].cost.tokens == 42
 
 
 def test_adapter_replay_retries_an_infrastructure_failure_once_then_reports_it():
@@ -652,13 +652,13 @@ def test_adapter_replay_retries_an_infrastructure_failure_once_then_reports_it()
             self.attempts += 1
             if self.attempts <= self.failures:
                 raise AdapterError("ag2 episode x: the sandbox failed: NotFound: 404 container gone")
-            result, _, cost = ledger.replay(intervention)
+            result, _, outcome = ledger.replay(intervention)
             return result.model_copy(update={"metadata": {"replay": {
-                "live_calls": cost.live_calls, "replayed_calls": cost.replayed_calls, "prefix_identical": True}}})
+                "live_calls": outcome.cost.llm_calls, "replayed_calls": outcome.cost.replayed_calls, "prefix_identical": True}}})
 
     once = FlakyAdapter(1)
-    _, verdict, cost = adapter_replay(once, run)(fix)
-    assert once.attempts == 2 and verdict.success and cost.error is None
+    _, verdict, outcome = adapter_replay(once, run)(fix)
+    assert once.attempts == 2 and verdict.success and outcome.error is None
     twice = FlakyAdapter(2)
     with pytest.raises(AdapterError, match="404 container gone"):
         adapter_replay(twice, run)(fix)

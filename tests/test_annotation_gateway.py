@@ -103,5 +103,5 @@ def test_json_mode_goes_with_every_call_through_the_gateway(tmp_path):
     [call] = gateway.calls("perturber-x")
     assert call.id == chat.last_call_id and call.request["response_format"] == {"type": "json_object"}
     assert seen[0]["response_format"] == {"type": "json_object"}
-    assert (chat.usage.calls, call.agent, call.purpose) == (1, "perturber", "annotation")
+    assert (chat.usage.llm_calls, call.agent, call.purpose) == (1, "perturber", "annotation")
     gateway.close()

@@ -17,11 +17,11 @@ import pytest
 from rootstep.gateway import register_script
 from rootstep.benchmarks import verify
 from rootstep.benchmarks._suspect import answer_leak, gives_answer, planted_answer
-from rootstep.annotation import Budget, ReplayCost, find_decisive_step, inject_fault
+from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step, inject_fault
 from rootstep.annotation._attempt import edit_size, proven_identical
 from rootstep.annotation import band, effect, wilson
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, LLMCall, Recording, Step, Task, Trajectory, Verdict
+from rootstep.warehouse import Intervention, LLMCall, Recording, Step, Task, Trajectory, Usage, Verdict
 
 GSM = Task(benchmark="gsm8k", task_id="t-994", verifier="numeric", kind="math", ground_truth="2",
            prompt="A video lasts 120 seconds. How many minutes is that?")
@@ -79,13 +79,13 @@ class Ensemble:
                           ground_truth="2", steps=steps, final_answer=final, verdict=v,
                           recording=Recording(gateway_run_id="ledger-run", task=GSM))
 
-    def replay(self, i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(self, i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         self.calls.append(i)
         forced = {x.step: x.new_content for x in [i, *i.also] if x.kind != "control"}
         result = self.run(forced)
         if self.flaky and i.kind == "control":  # the unchanged run re-rolled into a success
             result = self.run({4: "Converting: 120 seconds is 2 minutes.\nAnswer: 2"})
-        return result, result.verdict, ReplayCost(live_calls=4 - i.step)
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=4 - i.step))
 
 
 RIGHT = "120 seconds are 120 / 60 = 2 minutes.\nAnswer: 2"
@@ -234,10 +234,10 @@ def test_injection_needs_its_control_to_succeed_and_never_plants_an_answer():
     honest = json.dumps({"step": 4, "corrupted_content": "The solvers agree.\nAnswer: 3", "description": "misread vote"})
     perturber, prompts = scripted("causal-inject", lambda p, n: planted if n == 0 else honest)
 
-    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         forced = {1: RIGHT, 2: RIGHT, 3: RIGHT, **({} if i.kind == "control" else {i.step: i.new_content})}
         result = right.run(forced)
-        return result, result.verdict, ReplayCost(live_calls=1)
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
 
     result = inject_fault(plan_run, perturber, replay, Budget(max_candidates=1), programmatic=False, mode="one_shot",
                           verify=verify)
@@ -246,9 +246,9 @@ def test_injection_needs_its_control_to_succeed_and_never_plants_an_answer():
     assert a is not None and (a.step, a.verified) == (4, True) and a.metadata["answer_leaks"] == 1
     assert [r.intervention.kind for r in result.replays] == ["corruption", "control"]
 
-    def flaky(i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:  # the control fails as well
+    def flaky(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:  # the control fails as well
         result = right.run({1: RIGHT, 2: RIGHT, 3: RIGHT, 4: "Answer: 3"})
-        return result, result.verdict, ReplayCost(live_calls=1)
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
 
     perturber2, _ = scripted("causal-inject-flaky", lambda p, n: honest)
     again = inject_fault(plan_run, perturber2, flaky, Budget(max_candidates=1, max_replays=1), programmatic=False,
@@ -279,7 +279,7 @@ def test_a_code_writing_teams_answer_is_what_its_program_prints():
 
 
 def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labels_and_agreement(tmp_path):
-    from rootstep.warehouse import Annotation, Cost, Evidence, Warehouse
+    from rootstep.warehouse import Annotation, Evidence, Usage, Warehouse
 
     run = Ensemble().run().model_copy(update={"source": "rootstep"})
     other = Ensemble().run({2: RIGHT}).model_copy(update={"source": "rootstep", "task_id": "t-2"})
@@ -288,7 +288,7 @@ def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labe
 
     def ann(run_id: str, **kw: Any) -> Annotation:
         return Annotation(run_id=run_id, framework="sim", benchmark="gsm8k", method="counterfactual",
-                          annotator="scripted/a", cost=Cost(llm_calls=4, replays=2), **kw)
+                          annotator="scripted/a", cost=Usage(llm_calls=4, replays=2), **kw)
 
     label = ann(run.id, agent="solver_a", step=1, verified=True, evidence=Evidence(reason="joint"),
                 metadata={"steps": [1, 2, 3], "multi_step": True, "confidence": 0.25, "answer_leaks": 1,

@@ -76,10 +76,11 @@ DECLINE = json.dumps({"fix_needed": False, "reason": "this step is correct"})
 # ------------------------------------------------------------------------------------------- AG2 on GSM8K
 
 
-def _ag2_team(prefix: str, right: int, wrong: int, *, flaky: bool) -> tuple[str, dict[str, str]]:
+def _ag2_team(prefix: str, right: int, wrong: int, *, flaky: bool, one_model: bool = False) -> tuple[str, dict[str, str]]:
     """coder: its answer, kept when its own earlier message stated one (a fixed step carries on); the flaky
     coder answers wrong on its first two calls (the recording) and right on every later, live one.
-    critic: asks once for a re-check, then TERMINATE."""
+    critic: asks once for a re-check, then TERMINATE. `one_model`: one script for both agents (the command
+    line has one --model), answering as the agent whose system prompt it is sent."""
     calls = {"coder": 0}
 
     def coder(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
@@ -97,6 +98,9 @@ def _ag2_team(prefix: str, right: int, wrong: int, *, flaky: bool) -> tuple[str,
             return "Agreed. TERMINATE"
         return "Please re-check the arithmetic and state the final answer again."
 
+    if one_model:
+        register_script(prefix, lambda m, p: (critic if "You are the critic" in str(m[0].get("content")) else coder)(m, p))
+        return f"scripted/{prefix}", {}
     register_script(f"{prefix}-coder", coder)
     register_script(f"{prefix}-critic", critic)
     return f"scripted/{prefix}-coder", {"critic": f"scripted/{prefix}-critic"}
@@ -166,6 +170,46 @@ def test_a_deterministic_control_is_proven_identical_and_a_recheck_elsewhere_is_
     assert wh.label(run.run_id).id == label.id  # the re-check does not replace the label
     [q] = wh.rows("SELECT rechecks, agreement FROM quality")
     assert q == {"rechecks": 1, "agreement": 0.0}
+
+
+def test_the_pipeline_command_rechecks_labels_and_keeps_only_those_above_min_confidence(prefect_harness, tmp_path,
+                                                                                        docker_sandbox):
+    """`rootstep pipeline --recheck N --min-confidence C` (as `annotate` has them): the collected failure's
+    label is re-done from scratch and the agreement reported; with a confidence floor above the label's,
+    the label is stored unverified (out of `labels`) and there is nothing to re-check."""
+    from typer.testing import CliRunner
+
+    from rootstep.cli import app
+
+    require_framework_image("ag2")
+    seed, task = next((s, t) for s in range(50) for t in load_tasks("gsm8k", limit=1, seed=s)
+                      if re.fullmatch(r"\d+", (t.ground_truth or "").strip()))
+    right = int(task.ground_truth)
+    model, _ = _ag2_team("pipe-team", right, right + 7, flaky=False, one_model=True)
+    analyzer = _analyzer("pipe-analyzer", lambda p, step: _fix(1, "coder", f"Let me recompute.\nAnswer: {right}")
+                         if step is None else DECLINE)
+    common = ["pipeline", "-f", "ag2", "-b", "gsm8k:1", "--seed", str(seed), "--model", model, "--analyzer-model",
+              analyzer, "--no-inject", "--max-candidates", "1", "--recheck", "1"]
+
+    kept = str(tmp_path / "kept")
+    done = CliRunner().invoke(app, [*common, "--warehouse", kept, "--min-confidence", "0.05"], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert "re-checked 1 labels from scratch: 1 found again at the same agent and step" in done.output, done.output
+    wh = Warehouse(kept)
+    [label] = wh.rows("SELECT id, agent, step, confidence FROM labels")
+    assert (label["agent"], label["step"]) == ("coder", 1) and label["confidence"] >= 0.05
+    [agreement] = wh.rows("SELECT label_id, recheck_step, agrees FROM agreement")
+    assert agreement == {"label_id": label["id"], "recheck_step": 1, "agrees": True}
+
+    floor = str(tmp_path / "floor")
+    done = CliRunner().invoke(app, [*common, "--warehouse", floor, "--min-confidence", "0.99"], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert "re-checked" not in done.output  # no label to re-check
+    wh = Warehouse(floor)
+    assert wh.rows("SELECT count(*) AS n FROM labels")[0]["n"] == 0
+    [stored] = wh.rows("SELECT status, verified, notes FROM annotations")
+    assert stored["status"] == "labelled" and stored["verified"] is False
+    assert any("below --min-confidence 0.99: not verified" in n for n in stored["notes"]), stored["notes"]
 
 
 # ------------------------------------------------------------------------------------ AgentPrune ensemble

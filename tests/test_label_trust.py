@@ -16,13 +16,13 @@ import pytest
 
 from rootstep.gateway import register_script
 from rootstep.benchmarks import mark_suspect, verify
-from rootstep.annotation import Budget, ReplayCost, TaskContext, find_decisive_step, inject_fault, programmatic_perturbations
+from rootstep.annotation import Budget, ReplayOutcome, TaskContext, find_decisive_step, inject_fault, programmatic_perturbations
 from rootstep.annotation._attempt import Asked, ask_valid, rewrite_budget
 from rootstep.annotation._budget import Meter
 from rootstep.annotation._injection import cannot_flip, injection_points
 from rootstep.annotation._perturbations import change_constant, flip_operator
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, Recording, Step, Task, Trajectory, Verdict
+from rootstep.warehouse import Intervention, Recording, Step, Task, Trajectory, Usage, Verdict
 
 MATH = Task(benchmark="math500", task_id="domain", verifier="math", kind="math", ground_truth="1",
             prompt="What is the smallest integer x for which f(x) = sqrt(x-1)/(x-2) is a real number?")
@@ -55,12 +55,12 @@ def replayer(run: Trajectory, task: Task, rest: Callable[[list[Step], Interventi
     """A replay callable: the prefix as recorded, the intervention forced, then `rest(prefix, i)`."""
     calls: list[Intervention] = []
 
-    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         calls.append(i)
         prefix = [(s.agent, s.kind, s.content) for s in run.steps[: i.step]] + [(run.steps[i.step].agent, "agent", i.new_content)]
         built = run_of(task, prefix)
         result = run_of(task, prefix + rest(built.steps, i))
-        return result, result.verdict, ReplayCost(live_calls=1, replayed_calls=i.step)
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=1, replayed_calls=i.step))
 
     replay.calls = calls  # type: ignore[attr-defined]
     return replay
@@ -114,14 +114,14 @@ def test_reformatting_an_early_step_of_a_real_failure_verifies_nothing_and_the_s
                     "suggested_fix": "Correct: f(1) = 0 is real. TERMINATE"}),
     ])
 
-    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         if i.kind == "control":  # the step as recorded: this deterministic team replays the recorded failure
-            return run, run.verdict, ReplayCost(live_calls=1)
+            return run, run.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
         prefix = [(s.agent, s.kind, s.content) for s in run.steps[: i.step]] + [(run.steps[i.step].agent, "agent", i.new_content)]
         built = prefix + rest_final([], i)
         coder_last = next(c for a, k, c in reversed(built) if a == "coder")
         result = run_of(MATH, built, final=coder_last)
-        return result, result.verdict, ReplayCost(live_calls=1)
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
 
     result = find_decisive_step(run, analyzer=analyzer, replay=replay, verify=verify)
     a = result.annotation
@@ -241,14 +241,14 @@ class Team:
                           steps=steps, final_answer=final, verdict=Verdict(success=ok, details={"total": 4}),
                           recording=Recording(gateway_run_id="ledger-run", task=CODE_TASK))
 
-    def replay(self, i: Intervention) -> tuple[Trajectory, Verdict, ReplayCost]:
+    def replay(self, i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         self.interventions.append(i)
         base = self.run()
         prefix = [(s.agent, s.kind, s.content) for s in base.steps[: i.step]] + [(base.steps[i.step].agent, "agent", i.new_content)]
         rest = self.steps(i.new_content, i.persist) if base.steps[i.step].agent == "coder" and i.step == 1 else \
             [(s.agent, s.kind, s.content) for s in base.steps[i.step + 1:]]
         t = self.trajectory(prefix + rest)
-        return t, t.verdict, ReplayCost(live_calls=len(rest))
+        return t, t.verdict, ReplayOutcome(cost=Usage(llm_calls=len(rest)))
 
 
 VISIBLE_BUG = GOOD.replace("x > 0", "x < 0")  # what a one-shot perturber writes: the executor shows it

@@ -137,18 +137,18 @@ def _first_coder_replays(team_run):
         replay = _replay_fn(session, run, [])
         outcomes = {}
         for mode, persist in (("one_step", None), ("persistent", task.instruction)):
-            result, verdict, cost = replay(Intervention(run_id=run.id, step=first_coder, new_content=content,
-                                                        kind="corruption", persist=persist))
+            result, verdict, outcome = replay(Intervention(run_id=run.id, step=first_coder, new_content=content,
+                                                           kind="corruption", persist=persist))
             calls = session.gateway.calls(result.recording.gateway_run_id)
-            outcomes[mode] = (verdict.success, result, calls, cost)
+            outcomes[mode] = (verdict.success, result, calls, outcome)
         return outcomes
 
 
 def test_the_team_rewrites_a_one_step_edge_bug_but_not_a_persistent_one(team_run):
     outcomes = _first_coder_replays(team_run)
-    success, result, calls, cost = outcomes["one_step"]
-    assert success is True and cost.live_calls > 0  # the re-check made the coder write its own solution again
-    success, result, calls, cost = outcomes["persistent"]
+    success, result, calls, outcome = outcomes["one_step"]
+    assert success is True and outcome.cost.llm_calls > 0  # the re-check made the coder write its own solution again
+    success, result, calls, outcome = outcomes["persistent"]
     assert success is False and "i * abs(i)" in result.final_answer  # it kept the mistake through the re-check
     live_coder = [c for c in calls if c.agent == "coder" and c.mode == "live"]
     assert live_coder and all(T.TASKS[0].instruction in str(c.request) for c in live_coder)

@@ -140,7 +140,7 @@ def test_all_at_once_through_litellm_with_a_plain_trace():
     }
     result = all_at_once(trace, model="scripted/aao-plain")
     assert result.ok and (result.agent, result.step) == ("solver", 1)
-    assert result.reason == "6*7 is not 48" and result.llm_calls == 1
+    assert result.reason == "6*7 is not 48" and result.cost.llm_calls == 1
 
 
 def test_all_at_once_records_unparseable_answers():
@@ -177,11 +177,11 @@ def test_step_by_step_stops_at_the_first_flagged_step():
     result = step_by_step(run_with(10, tool_every=3), model="scripted/sbs")
     assert (result.agent, result.step) == ("WebSurfer", 4)
     assert asked == [0, 1, 3, 4]  # tool steps 2, 5, 8 are never asked; nothing after the first yes
-    assert result.llm_calls == 4
+    assert result.cost.llm_calls == 4
 
     register_script("sbs-never", ["Decisive Error: No"], cycle=True)
     none = step_by_step(run_with(4), model="scripted/sbs-never")
-    assert not none.ok and none.error == "no step flagged" and none.llm_calls == 4
+    assert not none.ok and none.error == "no step flagged" and none.cost.llm_calls == 4
 
 
 @pytest.mark.parametrize("target", range(9))
@@ -198,7 +198,7 @@ def test_binary_search_narrows_on_both_halves(target: int):
     register_script(f"bs-{target}", oracle)
     result = binary_search(run_with(9), model=f"scripted/bs-{target}")
     assert result.step == target and result.agent == AGENTS[target % 3]
-    assert result.llm_calls <= math.ceil(math.log2(9))
+    assert result.cost.llm_calls <= math.ceil(math.log2(9))
     assert ranges[0] == (0, 8) and all(a <= target <= b for a, b in ranges)
 
 
@@ -208,7 +208,7 @@ def test_binary_search_skips_tool_steps_and_stops_on_nonsense():
     assert result.step == 7  # the last agent step; 8 is a tool step
     register_script("bs-junk", ["no idea"])
     junk = binary_search(run_with(9), model="scripted/bs-junk")
-    assert not junk.ok and "neither half" in junk.error and junk.llm_calls == 1
+    assert not junk.ok and "neither half" in junk.error and junk.cost.llm_calls == 1
 
 
 def _oracle_for(warehouse: Warehouse, right_every: int = 2):
@@ -262,7 +262,7 @@ def test_a_provider_refusal_is_recorded_for_that_run_and_the_evaluation_goes_on(
 
 
 def test_step_contents_are_cut_longest_first_to_fit_the_budget():
-    from rootstep.tracers._methods import MIN_STEP_CHARS, render_steps, step_cap
+    from rootstep.prompts import MIN_STEP_CHARS, render_steps, step_cap
 
     assert step_cap([10, 20, 1000], 330) == 300  # the short steps stay whole, the long one takes what is left
     assert step_cap([500, 500], 400) == 200

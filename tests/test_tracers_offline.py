@@ -290,7 +290,7 @@ def test_train_saves_a_model_that_attributes_in_milliseconds_and_refuses_other_s
 
     fresh, decisive = rule_run(999, random.Random(99))
     a = learned(fresh, warehouse=wh)
-    assert a.step == decisive and a.seconds < 1.0 and a.llm_calls == 0
+    assert a.step == decisive and a.cost.seconds < 1.0 and a.cost.llm_calls == 0
     assert a.details["model_path"] == str(path) and "an error follows it" in a.reason
     assert rank_steps(fresh, "learned", warehouse=wh)[0] == decisive
     assert run_tracer("learned", fresh, warehouse=wh, model=str(path), api_base="ignored").step == decisive

@@ -175,8 +175,9 @@ def test_annotate_refuses_an_imported_run(traces: Path, tmp_path: Path):
 def _analyst(messages, params):
     """A scripted analyst that answers as real models do: the first agent step whose text says 42."""
     prompt = messages[-1]["content"]
-    blocks = re.findall(r"\[step (\d+)\] ([^\n(:]+?)(?: \((\w+)\))?:\n(.*?)(?=\n\[step |\n\nFind the decisive)", prompt, re.S)
-    step, agent = next((int(i), a) for i, a, kind, text in blocks if not kind and "42" in text)
+    blocks = re.findall(r"\[step (\d+)\] ([^\n(:]+?)(?: \((\w+) step\))?:\n(.*?)(?=\n\[step |\n\nFind the decisive)", prompt, re.S)
+    said = {int(i): re.split(r"\n  (?:tool call|observation): ", text)[0] for i, a, kind, text in blocks}  # the message
+    step, agent = next((int(i), a) for i, a, kind, text in blocks if not kind and "42" in said[int(i)])
     return f"Agent Name: {agent}\nStep Number: {step}\nReason for Mistake: 3 boxes of 12 plus 5 is 41; the agent added wrong and said 42."
 
 
@@ -203,7 +204,7 @@ def test_evaluate_attributes_imported_traces_and_refuses_the_one_without_content
 def test_a_tracer_called_directly_refuses_a_trace_without_content():
     [dark] = load_traces(FIXTURES / "pydantic_ai_genai_no_content.otlp.json")
     refused = all_at_once(dark, model="scripted/never-called")
-    assert refused.error.startswith("refused: no message text") and refused.llm_calls == 0
+    assert refused.error.startswith("refused: no message text") and refused.cost.llm_calls == 0
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """The web UI driven in a real browser: Debian's chromium through Selenium and chromedriver
 (installed by scripts/browser-prereqs.sh). Screenshots of the main pages go to test-artifacts/ui/.
 
-One journey, in the order a user takes it: the corpus, a labelled run (its decisive step and the
-side-by-side replay), attributing an uploaded Who&When file with a model, the evaluation page, the
+One journey, in the order a user takes it: the corpus, a labelled run (its decisive step, the
+side-by-side replay, the label beside its re-check), attributing an uploaded Who&When file with a model, the evaluation page, the
 SQL box (a query, then a `COPY ... TO` that is refused).
 
 Every step waits for the condition it needs (WebDriverWait), never for time: a click that loads a page
@@ -124,7 +124,7 @@ def test_a_user_journey_through_the_ui(browser, ui, tmp_path):
     navigate(d, rows[0].find_element(By.CSS_SELECTOR, "a").click)
     decisive = d.find_element(By.CSS_SELECTOR, ".steps article.step.decisive")
     assert decisive.get_attribute("id") == "step-1" and "decisive error" in decisive.text and "Planner" in decisive.text
-    attempts = d.find_elements(By.CSS_SELECTOR, "li.attempt")
+    attempts = d.find_elements(By.CSS_SELECTOR, "aside.evidence li.attempt")
     # three fixes and the controls of the two that flipped (issue 23)
     assert len(attempts) == 5 and "failure\n→\nfailure" in attempts[0].text.replace(" ", "\n")
     compare = d.find_element(By.ID, "compare")
@@ -143,6 +143,25 @@ def test_a_user_journey_through_the_ui(browser, ui, tmp_path):
     d.set_window_size(1500, 2000)
     compare.screenshot(str(ARTIFACTS / "run-side-by-side.png"))  # the section alone (docs/ui-run.png)
     d.set_window_size(1500, 1000)
+
+    # --- the label beside its re-check (annotate --recheck): both attempts, and that it lands elsewhere
+    assert d.find_elements(By.CSS_SELECTOR, ".actions a[href='#recheck-1']")  # the run's head links to it
+    recheck = d.find_element(By.ID, "recheck-1")
+    d.execute_script("arguments[0].scrollIntoView()", recheck)
+    WebDriverWait(d, WAIT_S).until(lambda _: recheck.is_displayed())
+    assert recheck.find_element(By.CSS_SELECTOR, ".recheck-verdict").text == "lands elsewhere"
+    original = recheck.find_element(By.CSS_SELECTOR, "[data-side='original']")
+    again = recheck.find_element(By.CSS_SELECTOR, "[data-side='re-check']")
+    assert "Planner @ step 1" in original.text and "the label" in original.text
+    assert "Coder @ step 2" in again.text and "print(12 * 6 + 8 * 6)" in again.text
+    assert original.location["y"] == again.location["y"] and original.location["x"] < again.location["x"]  # side by side
+    assert len(again.find_elements(By.CSS_SELECTOR, "li.attempt")) == 2  # the re-check's fix and its control
+    d.set_window_size(1500, 2000)
+    recheck.screenshot(str(ARTIFACTS / "run-recheck.png"))
+    d.set_window_size(1500, 1000)
+    navigate(d, again.find_element(By.PARTIAL_LINK_TEXT, "side by side").click)
+    compare = d.find_element(By.ID, "compare")
+    assert "intervention at step 2" in compare.find_element(By.CSS_SELECTOR, ".sbs-row.forced").text
 
     # --- attribute an uploaded Who&When file with a model; progress, then the highlighted step
     d.get(ui["url"] + "/attribute")

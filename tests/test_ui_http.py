@@ -161,3 +161,31 @@ def test_sql_box_over_http_refuses_copy_and_file_reads(ui, tmp_path):
     assert slow.status_code == 400 and "time limit of 3 s" in slow.text
     ok = client.get("/sql", params={"q": "SELECT method, count(*) AS n FROM labels GROUP BY ALL ORDER BY method", "limit": "2"})
     assert ok.status_code == 200 and "more rows exist" in ok.text
+
+
+def test_the_run_page_shows_a_rechecked_label_beside_its_recheck(ui):
+    """Issue 23 point 5: the label and its re-check side by side (agent, step, fix, replays), and that the
+    re-check lands elsewhere; the re-check is not listed again among the evidence, nor is it a label."""
+    wh, recheck = ui["warehouse"], ui["recheck"]
+    page = ui["client"].get(f"/runs/{ui['counterfactual_run']}")
+    assert page.status_code == 200
+    html = page.text
+    panel = html[html.index('<section class="panel recheck"'):html.index('<div class="run-body">')]
+    assert "lands elsewhere" in panel and "agrees</span>" not in panel
+    original, again = panel.split('data-side="re-check"')
+    assert 'data-side="original"' in original and "Planner @ <a href=\"#step-1\">step 1</a>" in original
+    assert "the label</span>" in original and "(morning + afternoon) * 6" in original  # the label's fix
+    assert "Coder @ <a href=\"#step-2\">step 2</a>" in again and "print(12 * 6 + 8 * 6)" in again  # the re-check's fix
+    label = ui["counterfactual"].annotation
+    assert f"{label.cost.replays} replays" in original and f"{recheck.cost.replays} replays" in again
+    replays = {r["id"]: r for r in wh.rows("SELECT id, intervention_step, intervention_kind FROM replays")}
+    assert [(replays[i]["intervention_step"], replays[i]["intervention_kind"]) for i in recheck.evidence.replay_ids] == [
+        (2, "fix"), (2, "control")]  # the re-check's attempts, each with its side-by-side link
+    for replay_id in recheck.evidence.replay_ids:
+        assert f"?compare={replay_id}#compare" in again
+    evidence = html[html.index('<aside class="evidence">'):]
+    assert evidence.count('<div class="annotation') == 1  # the label alone: the re-check is shown in its panel
+    [row] = wh.rows("SELECT agrees, recheck_step FROM agreement")
+    assert row == {"agrees": False, "recheck_step": 2}
+    assert wh.rows("SELECT agent, step FROM labels WHERE run_id = ?", [ui["counterfactual_run"]]) == [
+        {"agent": "Planner", "step": 1}]

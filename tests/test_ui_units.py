@@ -154,8 +154,9 @@ def test_is_loopback(host, loopback):
 def test_corpus_filters_sorts_and_counts(built):
     wh = built["warehouse"]
     page = corpus_page(wh, CorpusFilter.of({}))
-    # 4 attempts and the controls of the 3 that flipped (issue 23)
-    assert page.counts["runs"] == 4 and page.counts["labels"] == 4 and page.counts["replays"] == 7
+    # 4 attempts and the controls of the 3 that flipped (issue 23), and the re-check's fix (its control, the
+    # step-2 control of the label's search, is the same replay: ids are content-derived)
+    assert page.counts["runs"] == 4 and page.counts["labels"] == 4 and page.counts["replays"] == 8
     ids = {r["id"] for r in page.rows}
     assert built["corrupted_run"] in ids  # a labelled replay is listed
     assert not ids & {r["result_run_id"] for r in wh.rows("SELECT result_run_id FROM replays WHERE purpose = 'counterfactual'")}
@@ -183,6 +184,19 @@ def test_run_view_holds_every_attempt_and_compares_the_proof_replay(built):
     assert (corrupted.label.method, corrupted.label.step) == ("fault_injection", 2)
     other = run_view(built["warehouse"], built["counterfactual_run"], compare=evidence.attempts[0]["id"])
     assert other.comparison.replay["intervention_step"] == 4 and other.comparison.replayed.success is False
+
+
+def test_run_view_puts_a_rechecked_label_beside_its_recheck(built):
+    view = run_view(built["warehouse"], built["counterfactual_run"])
+    [recheck] = view.rechecks
+    assert recheck.original.label and recheck.original.annotation.id == view.label.id
+    again = recheck.again.annotation
+    assert (again.agent, again.step, again.verified, recheck.agrees) == ("Coder", 2, False, False)
+    assert again.metadata["recheck_of"] == view.label.id and again.metadata["recheck_verified"] is True
+    assert [(r["intervention_step"], r["intervention_kind"], r["success_after"]) for r in recheck.again.attempts] == [
+        (2, "fix", True), (2, "control", False)]
+    assert [e.annotation.id for e in view.evidence] == [view.label.id]  # the re-check is shown in its panel only
+    assert run_view(built["warehouse"], built["success_run"]).rechecks == []
 
 
 def test_evaluation_page_scores_like_rootstep_evaluate(built):

@@ -15,7 +15,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from rootstep.warehouse import Annotation, Intervention, LLMCall, Replay, Step, Trajectory, Verdict, Warehouse
+from rootstep.warehouse import Annotation, Intervention, LLMCall, Replay, Step, Trajectory, Usage, Verdict, Warehouse
 from rootstep.warehouse.export import export_jsonl, export_parquet
 
 
@@ -92,7 +92,7 @@ def test_llm_calls_and_replays_round_trip(warehouse: Warehouse):
     ]
     assert warehouse.write_llm_calls(calls).written["llm_calls"] == 3
     assert warehouse.write_llm_calls(calls).written["llm_calls"] == 0
-    replay = Replay(run_id=run.id, framework="ag2", benchmark="gsm8k", purpose="counterfactual", intervention=Intervention(run_id=run.id, step=2, new_content="fixed"), success_before=False, success_after=True, live_calls=2, replayed_calls=3)
+    replay = Replay(run_id=run.id, framework="ag2", benchmark="gsm8k", purpose="counterfactual", intervention=Intervention(run_id=run.id, step=2, new_content="fixed"), success_before=False, success_after=True, cost=Usage(llm_calls=2, replayed_calls=3))
     warehouse.write_replays([replay, replay])
     rows = warehouse.rows("SELECT flipped, intervention_step, live_calls FROM replays")
     assert rows == [{"flipped": True, "intervention_step": 2, "live_calls": 2}]
@@ -116,6 +116,34 @@ def test_files_written_before_a_column_was_added_still_read(warehouse: Warehouse
     assert warehouse.rows("SELECT count(*) AS n FROM labels") == [{"n": 0}]
 
 
+def test_a_cost_is_stored_whole_and_an_older_row_keeps_its_total(warehouse: Warehouse):
+    """`Usage` round-trips through the `cost_*` columns; a label written before the token split and the
+    replayed calls were stored reads its token total as prompt tokens, and `quality` sums the same columns."""
+    from rootstep.warehouse._schemas import replay_from_row
+
+    run = make_run("cost")
+    warehouse.write_trajectories([run])
+    cost = Usage(llm_calls=3, replayed_calls=2, prompt_tokens=30, completion_tokens=12, usd=0.002, seconds=1.5, replays=4)
+    label = Annotation(run_id=run.id, framework="ag2", benchmark="gsm8k", method="counterfactual", agent="agent1", step=1,
+                       verified=True, annotator="scripted/a", cost=cost)
+    replay = Replay(run_id=run.id, framework="ag2", benchmark="gsm8k", purpose="counterfactual", success_before=False,
+                    success_after=True, intervention=Intervention(run_id=run.id, step=1, new_content="fixed"),
+                    cost=Usage(llm_calls=1, replayed_calls=1, prompt_tokens=20, completion_tokens=5, usd=0.001, seconds=0.5, replays=1))
+    warehouse.write_annotations([label])
+    warehouse.write_replays([replay])
+    assert warehouse.annotations(run.id)[0].cost == cost
+    assert replay_from_row(warehouse.rows("SELECT * FROM replays")[0]).cost == replay.cost
+    assert cost + replay.cost == Usage(llm_calls=4, replayed_calls=3, prompt_tokens=50, completion_tokens=17, usd=0.003,
+                                       seconds=2.0, replays=5) == sum([cost, replay.cost])
+    for path in warehouse.table_files("annotations"):
+        table = pq.read_table(path, partitioning=None)
+        pq.write_table(table.drop_columns(["cost_prompt_tokens", "cost_completion_tokens", "cost_replayed_calls"]), path)
+    old = warehouse.annotations(run.id)[0].cost
+    assert (old.tokens, old.prompt_tokens, old.completion_tokens, old.replayed_calls, old.llm_calls) == (42, 42, 0, 0, 3)
+    assert warehouse.rows("SELECT cost_tokens, cost_llm_calls, cost_replays FROM labels") == [
+        {"cost_tokens": 42, "cost_llm_calls": 3, "cost_replays": 4}]
+
+
 def test_empty_warehouse_has_every_view(warehouse: Warehouse):
     for view in ("runs", "steps", "llm_calls", "replays", "annotations", "labels", "successes", "failures", "unresolved"):
         assert warehouse.count(view) == 0
@@ -126,19 +154,26 @@ def test_empty_warehouse_has_every_view(warehouse: Warehouse):
     con.close()
 
 
-def test_crash_between_steps_and_runs_leaves_warehouse_consistent(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
-    warehouse.write_trajectories([make_run("kept")])
+def _crash_writing_runs(warehouse: Warehouse, runs: list[Trajectory], error: BaseException,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`write_trajectories(runs)` with the run rows' file write raising `error` (the steps are written first)."""
     real_write = Warehouse._write_file
 
     def crash_on_runs(self, path, table):
         if "/runs/" in path:
-            raise KeyboardInterrupt("simulated crash after the steps were written")
+            raise error
         return real_write(self, path, table)
 
     monkeypatch.setattr(Warehouse, "_write_file", crash_on_runs)
-    with pytest.raises(KeyboardInterrupt):
-        warehouse.write_trajectories([make_run("lost1"), make_run("lost2")])
+    with pytest.raises(type(error)):
+        warehouse.write_trajectories(runs)
     monkeypatch.setattr(Warehouse, "_write_file", real_write)
+
+
+def test_crash_between_steps_and_runs_leaves_warehouse_consistent(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
+    warehouse.write_trajectories([make_run("kept")])
+    _crash_writing_runs(warehouse, [make_run("lost1"), make_run("lost2")],
+                        KeyboardInterrupt("simulated crash after the steps were written"), monkeypatch)
 
     # the orphaned steps are on disk but invisible; the warehouse reads as before the crash
     assert len(list((Path(warehouse.root) / "steps").rglob("*.parquet"))) == 2
@@ -152,17 +187,7 @@ def test_crash_between_steps_and_runs_leaves_warehouse_consistent(warehouse: War
 
 
 def test_orphans_from_a_crashed_batch_are_vacuumed(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
-    real_write = Warehouse._write_file
-
-    def crash_on_runs(self, path, table):
-        if "/runs/" in path:
-            raise OSError("disk full")
-        return real_write(self, path, table)
-
-    monkeypatch.setattr(Warehouse, "_write_file", crash_on_runs)
-    with pytest.raises(OSError):
-        warehouse.write_trajectories([make_run("a"), make_run("b")])
-    monkeypatch.setattr(Warehouse, "_write_file", real_write)
+    _crash_writing_runs(warehouse, [make_run("a"), make_run("b")], OSError("disk full"), monkeypatch)
     warehouse.write_trajectories([make_run("a")])  # another batch: the crashed one's steps stay orphaned
     assert warehouse.count("steps") == 4
     assert warehouse.vacuum() == {"tmp_files": 0, "orphan_step_files": 1}

@@ -17,9 +17,11 @@ themselves (optimistic, and noted as such by the caller).
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rootstep.warehouse import Trajectory
 
@@ -29,28 +31,21 @@ WHOWHEN_SOURCE = (
     "Who&When (Zhang, Yin et al., ICML 2025, arXiv:2505.00212), Table 1: GPT-4o, their scorer "
     "(a gold step that is a substring of the predicted one counts, so '1' matches '10')"
 )
-PUBLISHED: dict[str, list[tuple[str, bool, float, float]]] = {
-    # benchmark -> (method, with ground truth, agent-level %, step-level %)
-    "whowhen-algorithm-generated": [
-        ("random", True, 29.10, 19.06),
-        ("all_at_once", True, 54.33, 12.50),
-        ("step_by_step", True, 35.20, 25.51),
-        ("binary_search", True, 44.13, 23.98),
-        ("all_at_once", False, 51.12, 13.53),
-        ("step_by_step", False, 26.02, 15.31),
-        ("binary_search", False, 30.11, 16.59),
-    ],
-    "whowhen-hand-crafted": [
-        ("random", True, 12.00, 4.16),
-        ("all_at_once", True, 55.17, 5.26),
-        ("step_by_step", True, 34.48, 7.02),
-        ("binary_search", True, 51.72, 6.90),
-        ("all_at_once", False, 53.44, 3.51),
-        ("step_by_step", False, 32.75, 8.77),
-        ("binary_search", False, 36.21, 6.90),
-    ],
-}
-"""Published GPT-4o figures of the Who&When paper (percent). Their Hand-Crafted figures are on all 58
+PUBLISHED_FILE = Path(__file__).with_name("whowhen_published.csv")
+
+
+def _published() -> dict[str, list[tuple[str, bool, float, float]]]:
+    out: dict[str, list[tuple[str, bool, float, float]]] = {}
+    with open(PUBLISHED_FILE, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            out.setdefault(row["benchmark"], []).append(
+                (row["method"], row["with_ground_truth"] == "true", float(row["agent_pct"]), float(row["step_pct"])))
+    return out
+
+
+PUBLISHED = _published()
+"""Published GPT-4o figures of the Who&When paper (percent), from `whowhen_published.csv`: benchmark ->
+(method, with ground truth, agent-level %, step-level %). Their Hand-Crafted figures are on all 58
 runs; the shared data holds 12 of them."""
 
 

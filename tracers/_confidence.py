@@ -206,5 +206,5 @@ def confidence(
                 else f"surprise is highest ({values[best]:.2f} nats per token)")
         result.reason = (f"the {source} {what} at step {best} (mean log-prob {s.mean_logprob:.2f}, lowest token "
                          f"{s.min_logprob:.2f}, over its first {s.tokens} tokens)")
-    result.seconds = time.perf_counter() - started
+    result.cost.seconds = time.perf_counter() - started
     return result

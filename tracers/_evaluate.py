@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from rootstep.warehouse import Annotation, Cost, Evidence, Trajectory, Warehouse
+from rootstep.warehouse import Annotation, Evidence, Trajectory, Warehouse
 
 from ._baselines import attach_baselines
 from ._learned import DEFAULT_FOLDS, DEFAULT_TEXT_DIMS, Example, cross_validate, cv_model_name
@@ -49,7 +49,7 @@ def to_annotation(run_id: str, t: Trajectory, a: Attribution, annotator: str | N
         status="labelled" if labelled else "unresolved",
         annotator=annotator or annotator_name(a.method, a.model, a.with_ground_truth),
         evidence=Evidence(reason=a.reason, notes=notes),
-        cost=Cost(llm_calls=a.llm_calls, tokens=a.prompt_tokens + a.completion_tokens, usd=a.cost_usd, seconds=a.seconds),
+        cost=a.cost,
         metadata={"answers": a.answers} | ({"details": a.details} if a.details else {}),
     )
 
@@ -217,7 +217,7 @@ def evaluate(
             previous[annotation.run_id] = as_prediction(attribution)
             why[annotation.run_id] = (attribution.reason, attribution.error or "")
             result.predicted += 1
-            result.seconds += attribution.seconds
+            result.seconds += attribution.cost.seconds
             if not attribution.ok:
                 result.errors.append(attribution.error or "no prediction")
             if progress:

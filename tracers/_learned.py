@@ -241,7 +241,7 @@ def cross_validate(examples: Sequence[Example], with_ground_truth: bool = True, 
         for e in test:
             started = time.perf_counter()
             a = attribution_from_scores(e.trajectory, *scorer.explain(e.trajectory), name, with_ground_truth)
-            a.seconds = time.perf_counter() - started
+            a.cost.seconds = time.perf_counter() - started
             a.details.update(fold=fold, fit_seconds=round(fit_seconds, 3))
             predictions[e.run_id] = a
     return predictions, fold_of
@@ -487,7 +487,7 @@ def learned(
                           f"{'with' if loaded.with_ground_truth else 'without'} ground truth; attribute in the same setting")
     started = time.perf_counter()
     result = attribution_from_scores(t, *loaded.scorer.explain(t), loaded.model_id, with_ground_truth)
-    result.seconds = time.perf_counter() - started
+    result.cost.seconds = time.perf_counter() - started
     result.notes += loaded.notes
     result.details["model_path"] = loaded.path
     return result

@@ -7,14 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass
-class Usage:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
+from rootstep.warehouse import Usage
 
 
 def ensure_provider(model: str) -> None:
@@ -78,16 +71,14 @@ class Chat:
             max_tokens=self.max_tokens,
             **kwargs,
         )
-        self.usage.calls += 1
-        self.usage.seconds += time.perf_counter() - start
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            self.usage.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
-            self.usage.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+        counts = getattr(response, "usage", None)
         try:
-            self.usage.cost_usd += litellm.completion_cost(completion_response=response) or 0.0
+            usd = litellm.completion_cost(completion_response=response) or 0.0
         except Exception:  # unknown price (local, scripted, self-hosted models): no cost to add
-            pass
+            usd = 0.0
+        self.usage += Usage(llm_calls=1, prompt_tokens=getattr(counts, "prompt_tokens", 0) or 0,
+                            completion_tokens=getattr(counts, "completion_tokens", 0) or 0, usd=usd,
+                            seconds=time.perf_counter() - start)
         self.finish_reason = getattr(response.choices[0], "finish_reason", None)
         return response.choices[0].message.content or ""
 
@@ -101,20 +92,20 @@ class Chat:
         response = httpx.post(f"{self.gateway_route}/chat/completions", json=body,
                               headers={"X-Rootstep-Purpose": GATEWAY_PURPOSE},
                               timeout=httpx.Timeout(None, connect=30.0))
-        self.usage.seconds += time.perf_counter() - start
+        seconds = time.perf_counter() - start
         if response.status_code != 200:
+            self.usage += Usage(seconds=seconds)
             try:
                 message = response.json()["error"]["message"]
             except (ValueError, KeyError, TypeError):
                 message = response.text[:500]
             raise GatewayCallError(f"gateway run {self.gateway_run_id}: HTTP {response.status_code}: {message}")
-        self.usage.calls += 1
         self.last_call_id = response.headers.get("x-rootstep-call-id")
         data = response.json()
-        usage = data.get("usage") or {}
-        self.usage.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        self.usage.completion_tokens += int(usage.get("completion_tokens") or 0)
-        self.usage.cost_usd += float(response.headers.get("x-rootstep-cost-usd") or 0.0)
+        counts = data.get("usage") or {}
+        self.usage += Usage(llm_calls=1, prompt_tokens=int(counts.get("prompt_tokens") or 0),
+                            completion_tokens=int(counts.get("completion_tokens") or 0),
+                            usd=float(response.headers.get("x-rootstep-cost-usd") or 0.0), seconds=seconds)
         choice = data["choices"][0]
         self.finish_reason = choice.get("finish_reason")
         return (choice.get("message") or {}).get("content") or ""

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
 from rootstep import Registry
-from rootstep.prompts import render
-from rootstep.warehouse import RootstepError, Trajectory
+from rootstep.prompts import render, render_steps
+from rootstep.warehouse import RootstepError, Trajectory, Usage
 from rootstep.warehouse.whowhen import parse_record
 
 from ._llm import Chat
@@ -41,11 +42,8 @@ class Attribution(BaseModel):
     with_ground_truth: bool = True
     truncated: bool = False
     """True when step contents were shortened to fit `max_prompt_chars`."""
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
+    cost: Usage = Field(default_factory=Usage)
+    """What the method spent: its LLM calls, tokens, USD (when the price is known) and wall seconds."""
     details: dict[str, Any] = Field(default_factory=dict)
     """Method-specific evidence (per-step scores, the counterpart run, the model id), stored with the prediction."""
 
@@ -73,44 +71,6 @@ def as_trajectory(trace: Trajectory | dict[str, Any]) -> Trajectory:
     if isinstance(trace, Trajectory):
         return trace
     return parse_record(trace, "<trace>")[0]
-
-
-def _shorten(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = max(limit * 2 // 3, 1)
-    tail = max(limit - head, 0)
-    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:] if tail else ''}"
-
-
-MIN_STEP_CHARS = 40
-
-
-def step_cap(lengths: list[int], budget: int) -> int:
-    """The largest cap c (at least `MIN_STEP_CHARS`) with sum(min(length, c)) <= budget."""
-    remaining, left = budget, len(lengths)
-    for length in sorted(lengths):
-        if length * left > remaining:  # every step from here on is cut to the same cap
-            return max(remaining // left, MIN_STEP_CHARS)
-        remaining -= length
-        left -= 1
-    return max(max(lengths, default=0), MIN_STEP_CHARS)
-
-
-def render_steps(trajectory: Trajectory, first: int, last: int, max_prompt_chars: int) -> tuple[list[dict[str, Any]], bool]:
-    """Steps first..last as template variables, the longest shortened first so all fit in `max_prompt_chars`.
-
-    Every step is cut to the same cap, the largest cap whose total fits (short steps stay whole and
-    leave their share to the long ones); a step keeps at least `MIN_STEP_CHARS` whatever the budget.
-    """
-    steps = trajectory.steps[first : last + 1]
-    total = sum(len(s.content) for s in steps)
-    limit = step_cap([len(s.content) for s in steps], max_prompt_chars) if total > max_prompt_chars else None
-    rendered = [
-        {"index": s.index, "agent": s.agent, "kind": s.kind, "content": _shorten(s.content, limit) if limit else s.content}
-        for s in steps
-    ]
-    return rendered, limit is not None and any(len(s.content) > limit for s in steps)
 
 
 def _builtin_tracers() -> None:
@@ -192,109 +152,107 @@ def run_tracer(name: str, trace: Trajectory | dict[str, Any], **options: Any) ->
     return fn(trace, **{k: v for k, v in options.items() if k in accepted})
 
 
-def _finish(result: Attribution, chat: Chat) -> Attribution:
-    u = chat.usage
-    result.llm_calls, result.prompt_tokens, result.completion_tokens = u.calls, u.prompt_tokens, u.completion_tokens
-    result.cost_usd, result.seconds = u.cost_usd, u.seconds
-    return result
-
-
 def _context(t: Trajectory, with_ground_truth: bool) -> dict[str, Any]:
     return {"question": t.question, "ground_truth": t.ground_truth if with_ground_truth else None, "agents": t.agents}
 
 
-@tracer("all_at_once")
-def all_at_once(
-    trace: Trajectory | dict[str, Any],
-    model: str,
-    with_ground_truth: bool = True,
-    api_base: str | None = None,
-    max_prompt_chars: int = 60_000,
-    max_tokens: int = 512,
-) -> Attribution:
+@dataclass
+class Asking:
+    """One run of an LLM attribution method: the trace, the chat, the result it fills, and how prompts show the run."""
+
+    t: Trajectory
+    chat: Chat
+    result: Attribution
+    max_prompt_chars: int
+
+    def __call__(self, template: str, first: int, last: int, **variables: Any) -> str:
+        """Ask with `template` showing steps `first..last` (cut to fit: `result.truncated`); the answer is also
+        kept in `result.answers`."""
+        steps, truncated = render_steps(self.t, first, last, self.max_prompt_chars)
+        self.result.truncated |= truncated
+        answer = self.chat(render(template, steps=steps, **variables, **_context(self.t, self.result.with_ground_truth)))
+        self.result.answers.append(answer)
+        return answer
+
+
+def llm_method(name: str) -> Callable[[Callable[[Asking], None]], Callable[..., Attribution]]:
+    """Register `fn(asking)`, which asks its questions through `asking` and fills `asking.result`, as the
+    attribution method `name` taking the options every LLM method takes; the result carries the chat's cost."""
+
+    def register(fn: Callable[[Asking], None]) -> Callable[..., Attribution]:
+        def method(
+            trace: Trajectory | dict[str, Any],
+            model: str,
+            with_ground_truth: bool = True,
+            api_base: str | None = None,
+            max_prompt_chars: int = 60_000,
+            max_tokens: int = 512,
+        ) -> Attribution:
+            asking = Asking(as_trajectory(trace), Chat(model, api_base=api_base, max_tokens=max_tokens),
+                            Attribution(method=name, model=model, with_ground_truth=with_ground_truth), max_prompt_chars)
+            fn(asking)
+            asking.result.cost = asking.chat.usage
+            return asking.result
+
+        method.__name__, method.__qualname__, method.__doc__, method.__module__ = (
+            fn.__name__, fn.__qualname__, fn.__doc__, fn.__module__)
+        return tracer(name)(method)
+
+    return register
+
+
+@llm_method("all_at_once")
+def all_at_once(asking: Asking) -> None:
     """Show the whole run once and ask for agent, step and reason in one answer (one LLM call)."""
-    t = as_trajectory(trace)
-    chat = Chat(model, api_base=api_base, max_tokens=max_tokens)
-    steps, truncated = render_steps(t, 0, len(t.steps) - 1, max_prompt_chars)
-    answer = chat(render("tracer_all_at_once.j2", steps=steps, **_context(t, with_ground_truth)))
-    parsed = parse_attribution(answer, t.agents, len(t.steps))
-    result = Attribution(
-        method="all_at_once", model=model, agent=parsed.agent if parsed.ok else None, step=parsed.step if parsed.ok else None,
-        reason=parsed.reason, error=parsed.error, answers=[answer], with_ground_truth=with_ground_truth, truncated=truncated,
-    )
-    return _finish(result, chat)
+    t, result = asking.t, asking.result
+    parsed = parse_attribution(asking("tracer_all_at_once.j2", 0, len(t.steps) - 1), t.agents, len(t.steps))
+    if parsed.ok:
+        result.agent, result.step = parsed.agent, parsed.step
+    result.reason, result.error = parsed.reason, parsed.error
 
 
-@tracer("step_by_step")
-def step_by_step(
-    trace: Trajectory | dict[str, Any],
-    model: str,
-    with_ground_truth: bool = True,
-    api_base: str | None = None,
-    max_prompt_chars: int = 60_000,
-    max_tokens: int = 512,
-) -> Attribution:
+@llm_method("step_by_step")
+def step_by_step(asking: Asking) -> None:
     """Walk the agent steps in order, asking of each "is this the decisive error?"; stop at the first yes.
 
     Tool, environment and human steps are shown as context but never asked about. An answer that is
     neither yes nor no counts as "not flagged" and is noted; a run where no step is flagged has no
     prediction (`error="no step flagged"`).
     """
-    t = as_trajectory(trace)
-    chat = Chat(model, api_base=api_base, max_tokens=max_tokens)
-    result = Attribution(method="step_by_step", model=model, with_ground_truth=with_ground_truth)
-    for step in t.steps:
+    result = asking.result
+    for step in asking.t.steps:
         if step.kind != "agent":
             continue
-        steps, truncated = render_steps(t, 0, step.index, max_prompt_chars)
-        result.truncated |= truncated
-        answer = chat(render("tracer_step_by_step.j2", steps=steps, current=steps[-1], **_context(t, with_ground_truth)))
-        result.answers.append(answer)
+        answer = asking("tracer_step_by_step.j2", 0, step.index, current=step)
         verdict = parse_yes_no(answer)
         if verdict is None:
             result.notes.append(f"step {step.index}: answer is neither yes nor no")
         elif verdict:
-            result.agent, result.step = step.agent, step.index
-            result.reason = answer.strip()
-            return _finish(result, chat)
+            result.agent, result.step, result.reason = step.agent, step.index, answer.strip()
+            return
     result.error = "no step flagged"
-    return _finish(result, chat)
 
 
-@tracer("binary_search")
-def binary_search(
-    trace: Trajectory | dict[str, Any],
-    model: str,
-    with_ground_truth: bool = True,
-    api_base: str | None = None,
-    max_prompt_chars: int = 60_000,
-    max_tokens: int = 512,
-) -> Attribution:
+@llm_method("binary_search")
+def binary_search(asking: Asking) -> None:
     """Halve the range of agent steps that holds the error, asking "lower or upper half?" each time.
 
     ceil(log2(n)) calls for n agent steps. The range shown includes the tool/human steps between its
     ends. An answer naming neither half stops the search with `error` (the range is noted).
     """
-    t = as_trajectory(trace)
-    chat = Chat(model, api_base=api_base, max_tokens=max_tokens)
-    result = Attribution(method="binary_search", model=model, with_ground_truth=with_ground_truth)
+    t, result = asking.t, asking.result
     candidates = [s.index for s in t.steps if s.kind == "agent"]
     if not candidates:
         result.error = "no agent step in the run"
-        return _finish(result, chat)
+        return
     lo, hi = 0, len(candidates) - 1
     while lo < hi:
         mid = (lo + hi) // 2
         lower, upper = (candidates[lo], candidates[mid]), (candidates[mid + 1], candidates[hi])
-        steps, truncated = render_steps(t, lower[0], upper[1], max_prompt_chars)
-        result.truncated |= truncated
-        answer = chat(render("tracer_binary_search.j2", steps=steps, lower=lower, upper=upper, **_context(t, with_ground_truth)))
-        result.answers.append(answer)
-        half = parse_half(answer)
+        half = parse_half(asking("tracer_binary_search.j2", lower[0], upper[1], lower=lower, upper=upper))
         if half is None:
             result.error = f"unparseable: the answer names neither half of steps {lower[0]}..{upper[1]}"
-            return _finish(result, chat)
+            return
         lo, hi = (lo, mid) if half == "lower" else (mid + 1, hi)
     result.step = candidates[lo]
     result.agent = t.steps[result.step].agent
-    return _finish(result, chat)

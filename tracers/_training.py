@@ -20,10 +20,9 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rootstep.prompts import render
+from rootstep.prompts import render, render_steps
 from rootstep.warehouse import Warehouse
 
-from ._methods import render_steps
 
 TrainingFormat = Literal["sft", "grpo"]
 

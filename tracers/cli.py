@@ -207,7 +207,7 @@ def attribute_cmd(
     if json_out:
         out = {"source": source, "run_id": run_id, "method": a.method, "model": a.model, "agent_name": a.agent_name,
                "step_number": a.step_number, "reason": a.reason, "error": a.error, "notes": a.notes,
-               "with_ground_truth": a.with_ground_truth, "llm_calls": a.llm_calls, "seconds": round(a.seconds, 4),
+               "with_ground_truth": a.with_ground_truth, "llm_calls": a.cost.llm_calls, "seconds": round(a.cost.seconds, 4),
                "details": a.details}
         sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=1) + "\n")
     else:

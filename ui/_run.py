@@ -5,6 +5,10 @@ run with the `Replay` rows its evidence names (every attempt: the step and agent
 forced fix or corruption, what Omega said before and after, divergence or error, what it cost) and the
 re-simulated run each attempt produced.
 
+A label re-done from scratch (`rootstep annotate --recheck N`) is shown beside its re-check: the two
+attempts side by side (agent, step, fix, replays) and whether they agree or the re-check lands elsewhere,
+as the warehouse's `agreement` view says; the re-check is not listed again among the evidence.
+
 Which replay is shown side by side (`compare`, a replay id): by default, for a replayed run (a fixed or
 corrupted re-simulation) the replay that produced it, next to the run it re-simulates; for an original
 run the replay that proves its label, else its first replay that flipped Omega, else its first replay.
@@ -30,6 +34,15 @@ class Evidence:
     attempts: list[dict[str, Any]]
     label: bool
     """This annotation is the run's label (its latest verified one)."""
+
+
+@dataclass
+class Recheck:
+    """A label and its re-check (`agreement` view): both attempts, and whether (agent, step) agree."""
+
+    original: Evidence
+    again: Evidence
+    agrees: bool
 
 
 @dataclass
@@ -59,6 +72,8 @@ class RunView:
     verdict_details: str | None = None
     choices: list[dict[str, Any]] = field(default_factory=list)
     """Replays that can be shown side by side (they have a stored result run)."""
+    rechecks: list[Recheck] = field(default_factory=list)
+    """This run's labels that were re-done from scratch, each beside its re-check, oldest first."""
 
 
 def _replay_rows(con: Any, where: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -110,11 +125,17 @@ def run_view(warehouse: Warehouse, run_id: str, compare: str | None = None) -> R
         named = sorted({i for a in annotations for i in a.evidence.replay_ids})
         by_id = {r["id"]: r for r in _replay_rows(con, "p.id IN (SELECT unnest(?))", [named])} if named else {}
         details = con.execute("SELECT verdict_details FROM runs WHERE id = ?", [run_id]).fetchall()[0][0]
+        agreement = con.execute("SELECT label_id, recheck_id, agrees FROM agreement WHERE run_id = ? "
+                                "ORDER BY rechecked_at, recheck_id", [run_id]).fetchall()
     label = next((a for a in annotations if a.id == label_id), None)
-    evidence = [
-        Evidence(annotation=a, attempts=[by_id[i] for i in a.evidence.replay_ids if i in by_id], label=a.id == label_id)
+    searched = {
+        a.id: Evidence(annotation=a, attempts=[by_id[i] for i in a.evidence.replay_ids if i in by_id], label=a.id == label_id)
         for a in annotations if a.method != "tracer"
-    ]
+    }
+    rechecks = [Recheck(original=searched[original], again=searched[again], agrees=bool(agrees))
+                for original, again, agrees in agreement if original in searched and again in searched]
+    shown_apart = {r.again.annotation.id for r in rechecks}
+    evidence = [e for e in searched.values() if e.annotation.id not in shown_apart]
     predictions = [a for a in annotations if a.method == "tracer"]
     origin = origins[0] if origins else None
     choices = [r for r in [*origins, *replays] if r["result_stored"]]
@@ -122,7 +143,7 @@ def run_view(warehouse: Warehouse, run_id: str, compare: str | None = None) -> R
     chosen = chosen or _default_compare(replays, origin, label)
     return RunView(run_id=run_id, trajectory=trajectory, label=label, evidence=evidence, predictions=predictions,
                    replays=replays, origin=origin, comparison=None if chosen is None else compare_runs(warehouse, chosen),
-                   verdict_details=_pretty_json(details), choices=choices)
+                   verdict_details=_pretty_json(details), choices=choices, rechecks=rechecks)
 
 
 def compare_runs(warehouse: Warehouse, replay: dict[str, Any]) -> Comparison:

@@ -1,7 +1,8 @@
 """The trajectory data model and the warehouse (Parquet + DuckDB) that stores it.
 
 Public face: the models (`Trajectory` with its `Recording` and `ReplayProvenance`, `Step`, `LLMCall`,
-`Replay`, `Intervention`, `Annotation`, `Task`, `Verdict`), `Warehouse`, and the Who&When importer/exporter.
+`Replay`, `Intervention`, `Annotation`, `Task`, `Verdict`, `Usage`: the one cost type), `Warehouse`, and the
+Who&When importer/exporter.
 """
 
 from ._catalog import PUBLIC_VIEWS, view_statements
@@ -12,7 +13,6 @@ from ._models import (
     Asked,
     CallMode,
     CallPurpose,
-    Cost,
     Evidence,
     Intervention,
     LLMCall,
@@ -22,11 +22,12 @@ from ._models import (
     StepKind,
     Task,
     TaskKind,
-    Trajectory,
-    Verdict,
     Recording,
     ReplayProvenance,
     SystemRef,
+    Trajectory,
+    Usage,
+    Verdict,
     utcnow,
 )
 from ._schemas import PARTITION_COLUMNS, SCHEMAS, annotation_from_row, llm_call_from_row
@@ -43,7 +44,6 @@ __all__ = [
     "Asked",
     "CallMode",
     "CallPurpose",
-    "Cost",
     "Evidence",
     "InputError",
     "Intervention",
@@ -60,6 +60,7 @@ __all__ = [
     "Task",
     "TaskKind",
     "Trajectory",
+    "Usage",
     "Verdict",
     "Warehouse",
     "WarehouseError",

@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ._ids import content_id
 from .errors import MissingRecording
@@ -49,6 +49,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class _Partitioned(_Model):
+    """A model stored under folders named by its `framework` and `benchmark`: both are checked as such."""
+
+    @field_validator("framework", "benchmark", check_fields=False)
+    @classmethod
+    def _partition_names(cls, value: str, info: ValidationInfo) -> str:
+        return _partition_value(value, str(info.field_name))
+
+
 class Verdict(_Model):
     """The outcome of the success function Omega on one run."""
 
@@ -57,7 +66,7 @@ class Verdict(_Model):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class Task(_Model):
+class Task(_Partitioned):
     """One benchmark task: what an agent system is asked, and what Omega checks it against."""
 
     benchmark: str
@@ -68,7 +77,6 @@ class Task(_Model):
     kind: TaskKind
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def id(self) -> str:
@@ -147,7 +155,7 @@ class ReplayProvenance(_Model):
     """An exact replay that reproduced every step."""
 
 
-class Trajectory(_Model):
+class Trajectory(_Partitioned):
     """A run of one framework on one task: ordered steps, the final answer, Omega's verdict, provenance."""
 
     framework: str
@@ -174,9 +182,6 @@ class Trajectory(_Model):
     replay: ReplayProvenance | None = None
     """For a replayed run: what it re-simulates and what the gateway saw."""
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     def recorded(self) -> Recording:
         """The recording; a `MissingRecording` naming the run and the field when there is none."""
@@ -220,7 +225,7 @@ class Trajectory(_Model):
         return None if self.verdict is None else self.verdict.success
 
 
-class LLMCall(_Model):
+class LLMCall(_Partitioned):
     """One chat-completion call that went through the gateway, matched on replay by its key."""
 
     run_id: str
@@ -245,9 +250,6 @@ class LLMCall(_Model):
     cost_usd: float = 0.0
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
-
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def id(self) -> str:
@@ -275,7 +277,49 @@ class Intervention(_Model):
     the requests after the first forced step are new). Each must be an agent step after `step`."""
 
 
-class Replay(_Model):
+class Usage(_Model):
+    """What some work cost: the one cost type of rootstep, added up with `+` (and `sum(..., Usage())`).
+
+    It is a label's cost (`Annotation.cost`), a replay's (`Replay.cost`), what a search has spent
+    (`rootstep.annotation.Meter`), an attribution method's (`tracers.Attribution.cost`, a `tracers.Chat`'s
+    `usage`) and what the gateway served a run (`gateway.RunStats.usage`). Stored in the warehouse's
+    `cost_*` columns of `annotations` and the `live_calls`, `replayed_calls`, `tokens`, `cost_usd`,
+    `duration_s` columns of `replays` (the token split in `prompt_tokens` / `completion_tokens` beside them).
+    """
+
+    llm_calls: int = Field(default=0, ge=0)
+    """Calls a model answered live (paid): the analyzer's, the perturber's or a tracer's, and a replay's live
+    calls after its intervention. A replay row's `live_calls` column."""
+    replayed_calls: int = Field(default=0, ge=0)
+    """Calls served from a recording (free): the prefix of a replay."""
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    usd: float = 0.0
+    """Money, where the provider's price is known (litellm's price list); 0 for local, scripted and
+    self-hosted models, whose price is unknown."""
+    seconds: float = 0.0
+    """Wall time."""
+    replays: int = Field(default=0, ge=0)
+    """Re-simulations run (controls and repeats of a flip included)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
+
+    def __radd__(self, other: Any) -> "Usage":
+        return self if other == 0 else NotImplemented  # sum(usages) starts from 0
+
+    def rounded(self) -> "Usage":
+        """USD to 10 and seconds to 6 decimals: what is stored and shown, free of float noise."""
+        return self.model_copy(update={"usd": round(self.usd, 10), "seconds": round(self.seconds, 6)})
+
+
+class Replay(_Partitioned):
     """One re-simulation of a run with an intervention, and what Omega said of it."""
 
     run_id: str
@@ -287,17 +331,12 @@ class Replay(_Model):
     result_run_id: str | None = None
     success_before: bool | None = None
     success_after: bool | None = None
-    live_calls: int = 0
-    replayed_calls: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    duration_s: float = 0.0
+    cost: Usage = Field(default_factory=lambda: Usage(replays=1))
+    """The re-simulation's cost (`replays` = 1): its live calls (`llm_calls`), the prefix calls served from the
+    recording, tokens, USD and wall seconds."""
     divergence: str | None = None
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
-
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @property
     def flipped(self) -> bool:
@@ -342,17 +381,7 @@ class Evidence(_Model):
         return self.model_dump(exclude={"transcript", "transcript_run_id"})
 
 
-class Cost(_Model):
-    """What producing one label cost."""
-
-    llm_calls: int = 0
-    tokens: int = 0
-    usd: float = 0.0
-    seconds: float = 0.0
-    replays: int = 0
-
-
-class Annotation(_Model):
+class Annotation(_Partitioned):
     """A who/when label on a run; or, with status `unresolved`, the record that none was found; or, with
     status `verifier_suspect`, the finding that no agent erred and the verdict is the check's fault (the
     analyzer said so, or a fix that only re-formatted the answer turned the run into a success). Only
@@ -371,12 +400,9 @@ class Annotation(_Model):
     annotator: str = ""
     """Who produced the label: a model name, a tracer method, or the human-labelled source."""
     evidence: Evidence = Field(default_factory=Evidence)
-    cost: Cost = Field(default_factory=Cost)
+    cost: Usage = Field(default_factory=Usage)
     created_at: datetime = Field(default_factory=utcnow)
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-    _check_framework = field_validator("framework")(lambda v: _partition_value(v, "framework"))
-    _check_benchmark = field_validator("benchmark")(lambda v: _partition_value(v, "benchmark"))
 
     @model_validator(mode="after")
     def _labelled_has_who_and_when(self) -> "Annotation":

@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from ._models import (
     Annotation,
     Asked,
-    Cost,
     Evidence,
     Intervention,
     LLMCall,
@@ -32,6 +31,7 @@ from ._models import (
     SystemRef,
     Task,
     Trajectory,
+    Usage,
     Verdict,
 )
 from .errors import WarehouseError
@@ -194,6 +194,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("tokens", pa.int64()),
             ("cost_usd", pa.float64()),
             ("duration_s", pa.float64()),
+            ("prompt_tokens", pa.int64()),
+            ("completion_tokens", pa.int64()),
             ("divergence", pa.string()),
             ("error", pa.string()),
             ("created_at", TS),
@@ -219,6 +221,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("cost_usd", pa.float64()),
             ("cost_seconds", pa.float64()),
             ("cost_replays", pa.int64()),
+            ("cost_replayed_calls", pa.int64()),
+            ("cost_prompt_tokens", pa.int64()),
+            ("cost_completion_tokens", pa.int64()),
             ("created_at", TS),
             ("transcript", pa.string()),
             ("transcript_run_id", pa.string()),
@@ -425,11 +430,13 @@ def replay_row(r: Replay) -> dict[str, Any]:
         "success_before": r.success_before,
         "success_after": r.success_after,
         "flipped": r.flipped,
-        "live_calls": r.live_calls,
-        "replayed_calls": r.replayed_calls,
-        "tokens": r.tokens,
-        "cost_usd": r.cost_usd,
-        "duration_s": r.duration_s,
+        "live_calls": r.cost.llm_calls,
+        "replayed_calls": r.cost.replayed_calls,
+        "tokens": r.cost.tokens,
+        "cost_usd": r.cost.usd,
+        "duration_s": r.cost.seconds,
+        "prompt_tokens": r.cost.prompt_tokens,
+        "completion_tokens": r.cost.completion_tokens,
         "divergence": r.divergence,
         "error": r.error,
         "created_at": r.created_at,
@@ -449,8 +456,19 @@ def replay_from_row(row: dict[str, Any]) -> Replay:
             persist=row.get("intervention_persist"),
             also=[Intervention.model_validate(x) for x in (_unjson(row.get("intervention_also")) or [])],
         )
-    fields = set(Replay.model_fields) - {"intervention"}
-    return Replay(intervention=intervention, **{k: row[k] for k in fields if k in row})
+    cost = Usage(llm_calls=row["live_calls"] or 0, replayed_calls=row["replayed_calls"] or 0, usd=row["cost_usd"] or 0.0,
+                 seconds=row["duration_s"] or 0.0, replays=1,
+                 **_tokens(row["tokens"], row.get("prompt_tokens"), row.get("completion_tokens")))
+    fields = set(Replay.model_fields) - {"intervention", "cost"}
+    return Replay(intervention=intervention, cost=cost, **{k: row[k] for k in fields if k in row})
+
+
+def _tokens(total: int | None, prompt: int | None, completion: int | None) -> dict[str, int]:
+    """A row's token split; a row written before the split was stored (rootstep before 2026-11-25) has only
+    the total, read as prompt tokens: the total stays right."""
+    if prompt is None and completion is None:
+        return {"prompt_tokens": total or 0, "completion_tokens": 0}
+    return {"prompt_tokens": prompt or 0, "completion_tokens": completion or 0}
 
 
 def annotation_row(a: Annotation) -> dict[str, Any]:
@@ -475,6 +493,9 @@ def annotation_row(a: Annotation) -> dict[str, Any]:
         "cost_usd": a.cost.usd,
         "cost_seconds": a.cost.seconds,
         "cost_replays": a.cost.replays,
+        "cost_replayed_calls": a.cost.replayed_calls,
+        "cost_prompt_tokens": a.cost.prompt_tokens,
+        "cost_completion_tokens": a.cost.completion_tokens,
         "created_at": a.created_at,
         "transcript": _json([x.model_dump(mode="json") for x in a.evidence.transcript]),
         "transcript_run_id": a.evidence.transcript_run_id,
@@ -502,12 +523,13 @@ def annotation_from_row(row: dict[str, Any]) -> Annotation:
             transcript=[Asked.model_validate(x) for x in _unjson(row.get("transcript")) or []],
             transcript_run_id=row.get("transcript_run_id"),
         ),
-        cost=Cost(
+        cost=Usage(
             llm_calls=row["cost_llm_calls"] or 0,
-            tokens=row["cost_tokens"] or 0,
+            replayed_calls=row.get("cost_replayed_calls") or 0,
             usd=row["cost_usd"] or 0.0,
             seconds=row["cost_seconds"] or 0.0,
             replays=row["cost_replays"] or 0,
+            **_tokens(row["cost_tokens"], row.get("cost_prompt_tokens"), row.get("cost_completion_tokens")),
         ),
         created_at=row["created_at"],
         metadata=_unjson(row["metadata"]) or {},

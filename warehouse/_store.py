@@ -218,20 +218,17 @@ class Warehouse:
         return report
 
     def write_llm_calls(self, calls: Sequence[LLMCall]) -> WriteReport:
-        rows = [llm_call_row(c) for c in calls]
-        report = self._write_rows("llm_calls", rows, content_id("batch", sorted(r["id"] for r in rows)))
-        self.refresh_catalog()
-        return report
+        return self._write_batch("llm_calls", [llm_call_row(c) for c in calls])
 
     def write_replays(self, replays: Sequence[Replay]) -> WriteReport:
-        rows = [replay_row(r) for r in replays]
-        report = self._write_rows("replays", rows, content_id("batch", sorted(r["id"] for r in rows)))
-        self.refresh_catalog()
-        return report
+        return self._write_batch("replays", [replay_row(r) for r in replays])
 
     def write_annotations(self, annotations: Sequence[Annotation]) -> WriteReport:
-        rows = [annotation_row(a) for a in annotations]
-        report = self._write_rows("annotations", rows, content_id("batch", sorted(r["id"] for r in rows)))
+        return self._write_batch("annotations", [annotation_row(a) for a in annotations])
+
+    def _write_batch(self, table: str, rows: list[dict[str, Any]]) -> WriteReport:
+        """`rows` of `table` as one batch (its id derived from the rows' ids), then the catalog refreshed."""
+        report = self._write_rows(table, rows, content_id("batch", sorted(r["id"] for r in rows)))
         self.refresh_catalog()
         return report
 

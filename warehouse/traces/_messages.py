@@ -73,13 +73,17 @@ def _content_text(content: Any) -> tuple[str, list[dict[str, Any]], bool]:
     return str(content), [], True
 
 
+def _objects(items: list[Any]) -> tuple[list[dict[str, Any]], bool]:
+    """The items that are JSON objects, and whether all were (a message with anything else is not read whole)."""
+    objects = [i for i in items if isinstance(i, dict)]
+    return objects, len(objects) == len(items)
+
+
 def _parts(parts: list[Any]) -> Message:
     """A GenAI semantic-convention message's `parts`."""
-    texts, calls, ok = [], [], True
+    texts, calls = [], []
+    parts, ok = _objects(parts)
     for part in parts:
-        if not isinstance(part, dict):
-            ok = False
-            continue
         kind = part.get("type")
         if kind == "tool_call":
             calls.append(call(part.get("name"), part.get("arguments"), part.get("id")))
@@ -105,11 +109,9 @@ def _plain(value: Any) -> str:
 
 def _response_items(items: list[Any]) -> Message:
     """Responses API `output` items."""
-    texts, calls, ok = [], [], True
+    texts, calls = [], []
+    items, ok = _objects(items)
     for item in items:
-        if not isinstance(item, dict):
-            ok = False
-            continue
         kind = item.get("type")
         if kind == "message" or (kind is None and "role" in item):
             text, more, fine = _content_text(item.get("content"))
@@ -137,18 +139,24 @@ def _is_response_items(value: list[Any]) -> bool:
         "computer_call", "code_interpreter_call", "mcp_call", "custom_tool_call") for i in value)
 
 
+def _json_in(text: str) -> dict[str, Any] | list[Any] | None:
+    """The JSON object or array a string holds (exporters store messages as JSON text), else None."""
+    stripped = text.strip()
+    if stripped[:1] in "[{":
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            pass
+    return None
+
+
 def read_message(value: Any) -> Message:
     """The text and tool calls of one stored message (or message-like output) in any shape the module lists."""
     if value is None:
         return Message()
     if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in "[{":
-            try:
-                return read_message(json.loads(stripped))
-            except ValueError:
-                pass
-        return Message(value)
+        parsed = _json_in(value)
+        return Message(value) if parsed is None else read_message(parsed)
     if isinstance(value, (int, float, bool)):
         return Message(json.dumps(value))
     if isinstance(value, list):
@@ -224,13 +232,8 @@ def read_messages(values: list[Any], last_assistant: bool = True) -> Message:
 def messages_of(value: Any) -> list[Message]:
     """Every message of an input value (a list of messages, `{messages: [...]}`, Responses input items)."""
     if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in "[{":
-            try:
-                return messages_of(json.loads(stripped))
-            except ValueError:
-                pass
-        return [Message(value, role="user")]
+        parsed = _json_in(value)
+        return [Message(value, role="user")] if parsed is None else messages_of(parsed)
     if isinstance(value, dict):
         for key in ("messages", "input", "inputs"):
             if isinstance(value.get(key), (list, dict)):

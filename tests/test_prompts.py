@@ -1,0 +1,70 @@
+"""One renderer of a run into prompt text: the analyzer, the perturber and the attribution methods show a run alike."""
+
+from __future__ import annotations
+
+from rootstep.annotation import Budget, find_decisive_step, inject_fault
+from rootstep.gateway import register_script
+from rootstep.prompts import render, render_steps
+from rootstep.tracers import all_at_once, binary_search, step_by_step
+from rootstep.warehouse import Intervention, Step, Trajectory, Verdict
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'}}
+
+
+def _run(success: bool) -> Trajectory:
+    return Trajectory(
+        framework="ag2", benchmark="gsm8k", task_id="t1", question="What is 6 times 7?", ground_truth="42",
+        steps=[
+            Step(index=0, agent="planner", content="Multiply 6 by 7 with the calculator."),
+            Step(index=1, agent="solver", content="Calling the calculator.", tool_calls=[CALL]),
+            Step(index=2, agent="calculator", kind="tool", content="6*7", observation="48"),
+            Step(index=3, agent="solver", content="The answer is 48."),
+        ],
+        final_answer="48", verdict=Verdict(success=success),
+    )
+
+
+def _never_replayed(intervention: Intervention):
+    raise AssertionError("the search was given one LLM call: it cannot get as far as a replay")
+
+
+def test_tool_calls_and_observations_read_the_same_to_the_analyzer_the_perturber_and_the_tracers():
+    failed = _run(success=False)
+    block = render("_run.j2", steps=render_steps(failed)[0]).strip()
+    assert '[step 1] solver:\nCalling the calculator.\n  tool call: {"function": {"arguments": "{\\"expression\\": \\"6*7\\"}"' in block
+    assert "[step 2] calculator (tool step):\n6*7\n  observation: 48\n[step 3] solver:" in block
+
+    asked: list[str] = []
+
+    def chat(prompt: str) -> str:
+        asked.append(prompt)
+        return "not an answer"
+
+    find_decisive_step(failed, analyzer=chat, replay=_never_replayed, budget=Budget(max_llm_calls=1))
+    inject_fault(_run(success=True), perturber=chat, replay=_never_replayed, budget=Budget(max_llm_calls=1),
+                 programmatic=False)
+    register_script("prompt-capture", lambda messages, params: asked.append(messages[-1]["content"]) or "no idea")
+    all_at_once(failed, model="scripted/prompt-capture")
+    step_by_step(failed, model="scripted/prompt-capture")
+    binary_search(failed, model="scripted/prompt-capture")
+    analyzer, perturber, *tracers = asked
+    assert analyzer.startswith("You are the analyzer") and perturber.startswith("You are the perturber")
+    assert "THE RUN (steps are numbered from 0):\n" + block in analyzer and block in perturber
+    assert "THE RUN (steps are numbered from 0):\n" + block in tracers[0]  # all-at-once
+    assert "THE RUN SO FAR (steps are numbered from 0):\n" + block in tracers[3]  # step-by-step, asked of step 3
+    assert "STEPS 0 TO 3 OF THE RUN:\n" + block in tracers[4]  # binary search, its first question
+    assert len(tracers) == 5
+
+def test_observations_share_the_budget_and_short_texts_stay_whole():
+    long = "y" * 5000
+    t = Trajectory(framework="f", benchmark="b", task_id="t", steps=[
+        Step(index=0, agent="a", content="short"),
+        Step(index=1, agent="tool", kind="tool", content="run it", observation=long),
+        Step(index=2, agent="a", content=long)])
+    steps, truncated = render_steps(t, max_prompt_chars=2000)
+    assert truncated and [s["content"] for s in steps[:2]] == ["short", "run it"]
+    assert len(steps[1]["observation"]) < 1100 and len(steps[2]["content"]) < 1100  # the two long texts split what is left
+    assert "characters cut" in steps[1]["observation"] and "characters cut" in steps[2]["content"]
+    assert render_steps(t, 1, 1, max_prompt_chars=100_000) == ([{
+        "index": 1, "agent": "tool", "kind": "tool", "content": "run it", "tool_calls": [], "calls_tools": False,
+        "observation": long}], False)
