@@ -4,12 +4,14 @@ The flows run the pure algorithms of the annotation stage (`rootstep.annotation`
 writers of what they return. Each flow lives in its own module, imported on demand (importing this
 package does not import Prefect): `rootstep.flows.collect.collect`, `rootstep.flows.annotate.counterfactual`
 / `.inject`, `rootstep.flows.pipeline.pipeline`, `rootstep.flows.deploy` (deployments, backfill). See
-docs/pipeline.md. `Runner` says where their tasks run (`runner=`): threads of the flow's process, or a
-Dask / Ray cluster; `open_session` opens the gateway, warehouse and limits a unit of work runs in
-(`rootstep run` collects through it without Prefect).
+docs/pipeline.md. `Runner` says where their units of work run (`runner=`): threads of the flow's
+process, or a Dask / Ray cluster; `open_session` opens the gateway, warehouse and limits a unit runs in,
+and `perform(spec, session)` runs one unit (`rootstep run` collects this way, without Prefect; the
+caller stores the outcome with `session.store`).
 """
 
 from ._runner import Runner
 from ._session import open_session
+from ._unit import perform
 
-__all__ = ["Runner", "open_session"]
+__all__ = ["Runner", "open_session", "perform"]

@@ -5,13 +5,13 @@
     pipeline(runner=Runner(kind="dask", address="tcp://scheduler:8786"))           # a running cluster
     pipeline(runner=Runner(kind="ray"))                                            # local Ray (extra `ray`)
 
-* `thread`: Prefect's default `ThreadPoolTaskRunner` in the flow's process; tasks share the flow's
-  `Session` (gateway, limits, warehouse), as before.
+* `thread`: Prefect's default `ThreadPoolTaskRunner` in the flow's process; units share the flow's
+  `Session` (gateway, limits, warehouse).
 * `dask` / `ray`: `prefect_dask.DaskTaskRunner` / `prefect_ray.RayTaskRunner`. Without an address a
   local multi-process cluster is started for the flow (`workers` processes, `threads_per_worker`
-  tasks each) and stopped after it; a pipeline starts one and its subflows share it. Each task opens
-  a worker session in its process (`rootstep.flows._remote`) and returns its results; the flow
-  process writes them (the warehouse has one writer).
+  tasks each) and stopped after it; a pipeline starts one and its subflows share it. Each unit opens
+  a worker session in its process (`rootstep.flows._remote`) and returns its outcome; the flow
+  process writes it (the warehouse has one writer; `rootstep.flows._unit`).
 
 Each task run reports its state to the Prefect API of the flow: with the ephemeral API (no
 `PREFECT_API_URL`) that is the flow's temporary server on 127.0.0.1, which local workers reach; a
@@ -123,16 +123,18 @@ def start_cluster(runner: Runner | None) -> Iterator[Runner | None]:
 
 
 class Placement:
-    """Tasks of one flow submitted to a cluster through Prefect's task runner."""
+    """Where a flow's units go: its own thread pool (the host is the flow's `Session`), or a cluster
+    through Prefect's task runner (the host is a `WorkerSpec`; `rootstep.flows._unit`)."""
 
-    def __init__(self, runner: Runner, task_runner: Any, worker: WorkerSpec):
-        self.runner = runner
+    def __init__(self, host: "Session | WorkerSpec", task_runner: Any = None):
+        self.host = host
         self.task_runner = task_runner
-        self.worker = worker
 
-    def submit(self, task: Any, parameters: dict[str, Any]) -> Any:
-        """What `task.submit(**parameters)` does inside a flow, on this runner: a Prefect future."""
-        return self.task_runner.submit(task, parameters)
+    def submit(self, task: Any, spec: Any) -> Any:
+        """Submit one unit (`task` wraps `perform`): a Prefect future."""
+        if self.task_runner is None:
+            return task.submit(spec, self.host)
+        return self.task_runner.submit(task, {"spec": spec, "host": self.host})
 
 
 def _prefect_api_for_workers(stack: ExitStack) -> None:
@@ -152,13 +154,13 @@ def _prefect_api_for_workers(stack: ExitStack) -> None:
 
 
 @contextmanager
-def open_runner(runner: Runner | None, session: "Session") -> Iterator[Placement | None]:
-    """Inside a flow: None for the thread runner (tasks are submitted as before, setup hooks run here),
-    else a `Placement` on the cluster (a local one started if `runner` has no address)."""
+def open_runner(runner: Runner | None, session: "Session") -> Iterator[Placement]:
+    """Inside a flow: where its units go. The thread runner: the flow's task runner, units share
+    `session` (setup hooks run here); else the cluster (a local one started if `runner` has no address)."""
     if runner is None or not runner.remote:
         if runner is not None:
             run_setup(runner.setup)
-        yield None
+        yield Placement(session)
         return
     worker = WorkerSpec(limits=session.limits, adapter_options=session.adapter_options, setup=runner.setup)
     with ExitStack() as stack:
@@ -172,4 +174,4 @@ def open_runner(runner: Runner | None, session: "Session") -> Iterator[Placement
             task_runner = RayTaskRunner(address=resolved.address)
         _prefect_api_for_workers(stack)
         stack.enter_context(task_runner)
-        yield Placement(resolved, task_runner, worker)
+        yield Placement(worker, task_runner)

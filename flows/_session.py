@@ -1,8 +1,11 @@
 """What every flow of one pipeline run shares: the warehouse, the gateway, the adapters and the limits.
 
-A `Session` is opened by the outermost flow and registered under an id; subflows and tasks receive
-that id (a plain string, so Prefect can record it) and look the session up. Everything here lives in
-the flow's process: tasks run in its thread pool (Prefect's default `ThreadPoolTaskRunner`).
+A `Session` is opened by the outermost flow and handed to its subflows (`session=`) and to the units of
+work it runs in its thread pool (Prefect's default `ThreadPoolTaskRunner`): an object passed along, not
+a registry looked up by name. Prefect records a flow's parameters; a session is recorded as `<Session>`
+(its `__slots__` keep Prefect's JSON encoder from walking the gateway and warehouse), and Prefect ships
+them with each task it sends to a Dask / Ray worker, where a session arrives as None (`__reduce__`: its
+gateway, locks and warehouse belong to the flow's process; a unit there opens a worker session).
 
 Concurrency limits are thread-safe semaphores keyed by model and by sandbox pool, not Prefect global
 concurrency limits: with the ephemeral API (the default `rootstep pipeline`) the Prefect server lives
@@ -14,17 +17,20 @@ limit is the one that matches the resource.
 Warehouse access is serialised with one lock: the store's writes are atomic per file, but the
 catalog file is one DuckDB database that two threads of one process must not open at once.
 
-With `--runner dask|ray` (`rootstep.flows._runner`) the tasks run in other processes, which cannot look
-this session up: each task opens a *worker session* there (`rootstep.flows._remote`), with its own
-gateway and limits and no warehouse, and hands its results back to the flow, which writes them with
-this session (the warehouse keeps one writer).
+With `--runner dask|ray` (`rootstep.flows._runner`) the units run in other processes, which cannot be
+handed this session: each opens a *worker session* there (`rootstep.flows._remote`), with its own
+gateway and limits and no warehouse. Whatever runs a unit, it returns an `Outcome` and the flow writes
+it with `Session.store` (the warehouse keeps one writer; `rootstep.flows._unit`).
+
+Stopping (`Session.stop`, on SIGINT / SIGTERM): no unit starts any more, and every Docker sandbox of this
+process is closed, which removes the containers of the running episodes (their units then end at once
+with `Stopped`). What was stored stays; a unit's outcome is written whole or not at all.
 """
 
 from __future__ import annotations
 
 import tempfile
 import threading
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -36,6 +42,8 @@ from rootstep.warehouse import LLMCall, Warehouse
 if TYPE_CHECKING:
     from rootstep.adapters.base import Adapter
     from rootstep.gateway import Gateway, GatewayServer
+
+    from ._unit import Outcome
 
 from rootstep.gateway import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL  # noqa: F401
 
@@ -60,19 +68,21 @@ class Limits(BaseModel):
     hand-answered models (a call cut by it fails, and the gateway's retry asks the same question again)."""
 
 
-_SESSIONS: dict[str, "Session"] = {}
-_REGISTRY_LOCK = threading.Lock()
+class Stopped(RuntimeError):
+    """The session was stopped (SIGINT / SIGTERM) before or while this unit ran: nothing of it is stored."""
 
 
 class Session:
     """The shared state of one flow run (see the module docstring)."""
 
+    __slots__ = ("warehouse", "gateway", "server", "limits", "sandbox", "adapter_options", "_owner", "lock",
+                 "_semaphores", "_verify_sandbox", "_verifier", "_stopping", "__weakref__")
+
     def __init__(self, warehouse: Warehouse | None, gateway: "Gateway | None", server: "GatewayServer | None", *,
                  limits: Limits | None = None, sandbox: Any = None, verifier: Any = None,
                  adapter_options: dict[str, Any] | None = None, shared: "Session | None" = None):
         """`shared`: a session whose lock, limits' semaphores and verification sandbox this one uses
-        (a worker process's sessions, one per task with its own gateway, share one set of limits)."""
-        self.id = uuid.uuid4().hex
+        (a worker process's sessions, one per unit with its own gateway, share one set of limits)."""
         self.warehouse = warehouse
         self.gateway = gateway
         self.server = server
@@ -84,6 +94,34 @@ class Session:
         self._semaphores: dict[str, threading.BoundedSemaphore] = self._owner._semaphores if shared is not None else {}
         self._verify_sandbox: Any = sandbox
         self._verifier = verifier
+        self._stopping: threading.Event = self._owner._stopping if shared is not None else threading.Event()
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _not_shipped, ()
+
+    @contextmanager
+    def open(self) -> Iterator["Session"]:
+        """The session a unit runs in: this one (the `host` of `rootstep.flows._unit.perform`)."""
+        yield self
+
+    # ------------------------------------------------------------------ stopping
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def check(self) -> None:
+        """Raise `Stopped` once the session is stopping (a unit about to start)."""
+        if self._stopping.is_set():
+            raise Stopped("the run was stopped before this unit started")
+
+    def stop(self) -> None:
+        """Stop: no unit starts any more, and the running episodes' containers are removed (every Docker
+        sandbox of this process is closed), so their units end now instead of at their timeout."""
+        self._stopping.set()
+        from rootstep.sandboxes import close_all
+
+        close_all()
 
     # ------------------------------------------------------------------ adapters and verification
 
@@ -130,44 +168,38 @@ class Session:
 
     # ------------------------------------------------------------------ recordings
 
-    def recorded_calls(self, gateway_run_id: str) -> list[LLMCall] | None:
-        """A recorded run's calls for a replay: the gateway's journal, else the warehouse's `llm_calls`
-        (an annotation flow started after the collection, with another journal). None: the journal has them."""
-        if self.gateway.calls(gateway_run_id):
-            return None
+    def recording(self, gateway_run_id: str) -> list[LLMCall]:
+        """A recorded run's calls for a replay: the gateway's journal, else the warehouse's `llm_calls` (an
+        annotation flow started after the collection, with another journal)."""
+        calls = self.gateway.calls(gateway_run_id)
+        if calls or self.warehouse is None:  # a worker session has no warehouse: the spec carries the calls
+            return calls
         from rootstep.warehouse import llm_call_from_row
 
         with self.lock:
             rows = self.warehouse.rows("SELECT * FROM llm_calls WHERE run_id = ? ORDER BY counter, created_at",
                                        [gateway_run_id])
-        calls = [llm_call_from_row(r) for r in rows]
-        return calls or None
+        return [llm_call_from_row(r) for r in rows]
 
-    def recording(self, gateway_run_id: str) -> list[LLMCall]:
-        """A recorded run's calls, from the gateway's journal or else the warehouse (for a task that
-        replays the run in another process, whose gateway has no journal of it)."""
-        return self.gateway.calls(gateway_run_id) or self.recorded_calls(gateway_run_id) or []
-
-    def store_calls(self, calls: list[LLMCall]) -> None:
-        """Journal calls made by another process's gateway and write them to `llm_calls` (the same path
-        as this gateway's own calls: the journal beside a local warehouse keeps every recording)."""
-        run_ids = sorted({c.run_id for c in calls})
-        if not run_ids:
-            return
+    def store(self, outcome: "Outcome") -> None:
+        """Write what a unit produced, in this order: the LLM calls (journaled here when another process's
+        gateway made them, then flushed), the runs (steps, then the run row), the `Replay` rows, the
+        annotations last (what takes a run out of its queue). The warehouse's one writer."""
+        run_ids = sorted({c.run_id for c in outcome.calls})
         with self.lock:
-            journaled = {c.id for run_id in run_ids for c in self.gateway.calls(run_id)}
-            for call in calls:
-                if call.id not in journaled:
-                    self.gateway.journal.append(call)
-                    journaled.add(call.id)
-            self.gateway.flush(self.warehouse, run_ids)
-
-
-def get_session(session_id: str) -> Session:
-    with _REGISTRY_LOCK:
-        if session_id not in _SESSIONS:
-            raise KeyError(f"no open rootstep flow session {session_id!r} in this process")
-        return _SESSIONS[session_id]
+            if run_ids:
+                journaled = {c.id for run_id in run_ids for c in self.gateway.calls(run_id)}
+                for call in outcome.calls:
+                    if call.id not in journaled:
+                        self.gateway.journal.append(call)
+                        journaled.add(call.id)
+                self.gateway.flush(self.warehouse, run_ids)
+            if outcome.runs:
+                self.warehouse.write_trajectories(outcome.runs)
+            if outcome.replays:
+                self.warehouse.write_replays(outcome.replays)
+            if outcome.annotations:
+                self.warehouse.write_annotations(outcome.annotations)
 
 
 def journal_dir_for(warehouse: Warehouse) -> Path:
@@ -178,14 +210,33 @@ def journal_dir_for(warehouse: Warehouse) -> Path:
     return Path(tempfile.mkdtemp(prefix="rootstep-journal-"))
 
 
+def _not_shipped() -> None:
+    """What a pickled `Session` becomes in another process (see the module docstring)."""
+    return None
+
+
 @contextmanager
-def open_session(warehouse: str | None = None, *, session_id: str | None = None, limits: Limits | None = None,
+def stopped_by_signals(session: Session) -> Iterator[None]:
+    """Stop `session` when a signal's exception leaves the block (SIGINT's `KeyboardInterrupt`, Prefect's
+    `TerminationSignal` for SIGTERM: not an `Exception`), before the flow waits for its running units."""
+    try:
+        yield
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            session.stop()
+        raise
+
+
+@contextmanager
+def open_session(warehouse: str | None = None, *, session: Session | None = None, limits: Limits | None = None,
                  sandbox: Any = None, verifier: Any = None, journal_dir: str | Path | None = None,
                  adapter_options: dict[str, Any] | None = None) -> Iterator[Session]:
-    """The session `session_id` when given (a subflow of a pipeline), else a new one: a warehouse, a
-    gateway journaling beside it and its server on a free loopback port, closed on exit."""
-    if session_id is not None:
-        yield get_session(session_id)
+    """`session` when given (a subflow of a pipeline: its owner closes it), else a new one: a warehouse,
+    a gateway journaling beside it and its server on a free loopback port, closed on exit. Left by a
+    signal's exception, the session is stopped first (`Session.stop`)."""
+    if session is not None:
+        with stopped_by_signals(session):
+            yield session
         return
     from rootstep.gateway import Gateway, GatewayServer
 
@@ -194,13 +245,10 @@ def open_session(warehouse: str | None = None, *, session_id: str | None = None,
     server = GatewayServer(gateway).start()
     session = Session(wh, gateway, server, limits=limits, sandbox=sandbox, verifier=verifier,
                       adapter_options=adapter_options)
-    with _REGISTRY_LOCK:
-        _SESSIONS[session.id] = session
     try:
-        yield session
+        with stopped_by_signals(session):
+            yield session
     finally:
-        with _REGISTRY_LOCK:
-            _SESSIONS.pop(session.id, None)
         server.stop()
         gateway.close()
         if session._verify_sandbox is not None and session._verify_sandbox is not sandbox:

@@ -14,29 +14,27 @@ a `parent_run_id` and are in neither view), restricted to runs `rootstep` collec
 * inject: successes not injected yet (a success that resisted every corruption gets an `unresolved`
   `fault_injection` record, never a label, and is not tried again).
 
-One Prefect task per run runs the pure search (`find_decisive_step` / `inject_fault`) with
-`adapter_replay` over the run's framework adapter, then writes, in this order: the replays' LLM calls
-(the gateway journal), the replayed runs (`parent_run_id` = the run), the `Replay` rows, and the
-annotation last: the annotation is what takes the run out of its queue, so a crash before it re-does
-the run's search on the next start, and ids being content-derived, nothing written twice shows twice.
-Every annotation carries its cost (`Annotation.cost`: LLM calls, tokens, USD, wall seconds, replays).
-
-With `runner=Runner(kind="dask"|"ray")` the searches run in a cluster's worker processes: the flow reads
-each run and its recorded LLM calls and sends them with the task; the worker replays through its own
-gateway and returns everything the thread runner would have written (`Annotated`), which the flow
-writes in the same order.
+One unit of work per run (`CounterfactualSpec` / `InjectSpec`: the run and its recorded LLM calls, read
+by the flow, and the search's settings; `rootstep.flows._unit`) runs the pure search
+(`find_decisive_step` / `inject_fault`) with `adapter_replay` over the run's framework adapter and
+returns what it found; the flow then writes, in this order: the replays' LLM calls, the replayed runs
+(`parent_run_id` = the run), the `Replay` rows, and the annotation last: the annotation is what takes
+the run out of its queue, so a crash before it re-does the run's search on the next start, and ids
+being content-derived, nothing written twice shows twice. Every annotation carries its cost
+(`Annotation.cost`: LLM calls, tokens, USD, wall seconds, replays). The same unit runs in the flow's
+threads or, with `runner=Runner(kind="dask"|"ray")`, in a cluster's worker processes.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, Sequence
+from typing import Any, ClassVar, Iterator, Literal, Sequence
 
 from prefect import flow
 from pydantic import BaseModel, Field
 
 from rootstep.benchmarks import is_suspect, suspect_reason
-from rootstep.warehouse import Annotation, Evidence, LLMCall, Replay, Trajectory, Usage
+from rootstep.warehouse import Annotation, Evidence, LLMCall, Trajectory, Usage
 
 from rootstep.annotation import (
     Budget,
@@ -49,9 +47,10 @@ from rootstep.annotation import (
     rewrite_budget,
     with_transcript,
 )
-from ._remote import WorkerSpec, open_worker_session, worker_id
+from ._remote import worker_id
 from ._runner import Runner, open_runner
-from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, get_session, open_session
+from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, open_session
+from ._unit import Outcome, UnitSpec, gather, unit_task
 
 Method = Literal["counterfactual", "fault_injection"]
 
@@ -119,16 +118,66 @@ def _keep(annotation: Annotation, causality: Causality) -> Annotation:
         "metadata": {**annotation.metadata, "below_min_confidence": causality.min_confidence}})
 
 
-class Annotated(BaseModel):
-    """What a search run in another process hands back to the flow, which stores it."""
+Annotated = Outcome[AnnotatedRun]
 
-    run: AnnotatedRun
-    runs: list[Trajectory] = Field(default_factory=list)
-    """The replayed runs."""
-    calls: list[LLMCall] = Field(default_factory=list)
-    """Their LLM calls, as the worker's gateway journaled them."""
-    replays: list[Replay] = Field(default_factory=list)
-    annotations: list[Annotation] = Field(default_factory=list)
+
+class SearchSpec(UnitSpec):
+    """One search unit: the collected run, its recorded LLM calls (read by the flow) and the budget."""
+
+    trajectory: Trajectory
+    recorded: list[LLMCall] = Field(default_factory=list)
+    """The run's recorded calls (empty: the session's journal or warehouse has them)."""
+    budget: Budget = Field(default_factory=Budget)
+    max_tokens: int | None = None
+    """The least room per analyzer / perturber answer (None: 1024; see `_chat`)."""
+    causality: Causality = Field(default_factory=Causality)
+
+    method: ClassVar[Method]
+
+    @property
+    def run_id(self) -> str:
+        return self.trajectory.id
+
+    @property
+    def label(self) -> str:
+        return f"{'inject' if self.method == 'fault_injection' else self.method}/{self.run_id}"
+
+    def failed(self, error: str) -> AnnotatedRun:
+        t = self.trajectory
+        return AnnotatedRun(method=self.method, run_id=t.id, framework=t.framework, benchmark=t.benchmark,
+                            task_id=t.task_id, status="error", error=error)
+
+
+class CounterfactualSpec(SearchSpec):
+    """Find the decisive step of one failure (`find_decisive_step`)."""
+
+    method: ClassVar[Method] = "counterfactual"
+    analyzer_model: str = DEFAULT_ANNOTATOR_MODEL
+    include_suspect: bool = False
+    """Search the failure even when its verdict is suspect (else status `verdict_suspect`, not searched)."""
+    recheck: Annotation | None = None
+    """A label to re-do from scratch (`recheck`)."""
+
+    @property
+    def label(self) -> str:
+        return f"recheck/{self.run_id}" if self.recheck is not None else super().label
+
+    def run(self, session: Session) -> Annotated:
+        return counterfactual_search(self, session)
+
+
+class InjectSpec(SearchSpec):
+    """Corrupt one success until a replay fails (`inject_fault`)."""
+
+    method: ClassVar[Method] = "fault_injection"
+    perturber_model: str | None = DEFAULT_ANNOTATOR_MODEL
+    """None: the programmatic perturbations only."""
+    seed: int = 0
+    programmatic: bool = True
+    mode: InjectionMode = "auto"
+
+    def run(self, session: Session) -> Annotated:
+        return inject_search(self, session)
 
 
 class AnnotateReport(BaseModel):
@@ -192,19 +241,14 @@ def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Traj
                          gateway_route=session.server.base_url(run_id, role), gateway_run_id=run_id), session)
 
 
-def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None) -> list[LLMCall] | None:
+def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None) -> list[LLMCall]:
     """The run's recorded calls: `recorded` when given, else this session's journal, else its warehouse."""
-    return recorded if recorded is not None else session.recorded_calls(trajectory.recorded().gateway_run_id)
+    return list(recorded) if recorded else session.recording(trajectory.recorded().gateway_run_id)
 
 
-def _deterministic(session: Session, trajectory: Trajectory, recorded: list[LLMCall] | None):
-    """`step -> why` a control of that step would replay the recording (`proven_identical`), from the calls
-    (`recorded`, else the session's journal or warehouse)."""
-    if recorded is None:
-        with session.lock:
-            recorded = session.recording(trajectory.recorded().gateway_run_id)
-    calls = list(recorded or [])
-    return lambda step: proven_identical(calls, trajectory.steps[step]) if calls else None
+def _deterministic(trajectory: Trajectory, recorded: list[LLMCall]):
+    """`step -> why` a control of that step would replay the recording (`proven_identical`)."""
+    return lambda step: proven_identical(recorded, trajectory.steps[step]) if recorded else None
 
 
 def _replay_fn(session: Session, trajectory: Trajectory, captured: list[Trajectory],
@@ -228,31 +272,6 @@ def _replay_fn(session: Session, trajectory: Trajectory, captured: list[Trajecto
     return replay
 
 
-def _store(session: Session, runs: list[Trajectory], replays: list[Any], annotations: list[Any],
-           calls: list[LLMCall] | None = None) -> None:
-    """Write in this order: the replays' LLM calls, the replayed runs, the `Replay` rows, the annotation.
-    `calls`: calls another process's gateway made (else they are in this session's journal)."""
-    with session.lock:
-        wh = session.warehouse
-        ids = [r.recording.gateway_run_id for r in runs if r.recording is not None]
-        ids += [a.evidence.transcript_run_id for a in annotations if a.evidence.transcript_run_id]
-        if calls:
-            session.store_calls(calls)  # journaled here, then flushed
-        elif ids:
-            session.gateway.flush(wh, ids)
-        if runs:
-            wh.write_trajectories(runs)
-        if replays:
-            wh.write_replays(replays)
-        if annotations:
-            wh.write_annotations(annotations)
-
-
-def _load(session: Session, run_id: str) -> Trajectory:
-    with session.lock:
-        return session.warehouse.trajectory(run_id)
-
-
 def suspect_verdict(session: Session, trajectory: Trajectory) -> str | None:
     """Why the run's failed verdict may be the verifier's misreading of a right answer: the reason stored
     with the verdict, or (runs collected before the check existed) `suspect_reason` computed now."""
@@ -264,33 +283,31 @@ def suspect_verdict(session: Session, trajectory: Trajectory) -> str | None:
     return suspect_reason(trajectory.recording.task, trajectory.final_answer, trajectory.steps, verdict, session.verifier)
 
 
-def _counterfactual_search(session: Session, run_id: str, trajectory: Trajectory, analyzer_model: str,
-                           budget: Budget, max_tokens: int | None, recorded: list[LLMCall] | None = None,
-                           include_suspect: bool = False, causality: Causality | None = None,
-                           recheck: Annotation | None = None) -> Annotated:
+def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotated:
     """The search on one failure; nothing written (`runs`: the replayed runs, in `session`'s journal).
     A failure whose verdict is suspect is not searched unless `include_suspect` (status `verdict_suspect`).
     `recheck`: a label to re-do from scratch (fresh analyzer samples, the agent steps asked in another,
     seeded order); the new annotation names it (`metadata.recheck_of`) and stays out of `labels`."""
-    causality = causality or Causality()
-    if not include_suspect and recheck is None:
+    trajectory, run_id, causality, recheck = spec.trajectory, spec.run_id, spec.causality, spec.recheck
+    if not spec.include_suspect and recheck is None:
         reason = suspect_verdict(session, trajectory)
         if reason is not None:
-            return Annotated(run=AnnotatedRun(
+            return Annotated(row=AnnotatedRun(
                 method="counterfactual", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
                 task_id=trajectory.task_id, status="verdict_suspect", reason=reason, worker=worker_id()))
     captured: list[Trajectory] = []
-    recorded = _recorded(session, trajectory, recorded)
+    recorded = _recorded(session, trajectory, spec.recorded)
     prior = None
     if recheck is not None:
         import random
 
         prior = [s.index for s in trajectory.steps if s.kind == "agent"]
         random.Random(f"recheck:{recheck.id}").shuffle(prior)
-    result = find_decisive_step(trajectory, trajectory.verdict, None, _chat(session, analyzer_model, max_tokens, trajectory, "analyzer"),
-                                _replay_fn(session, trajectory, captured, recorded), budget, verify=session.verifier,
+    result = find_decisive_step(trajectory, trajectory.verdict, None,
+                                _chat(session, spec.analyzer_model, spec.max_tokens, trajectory, "analyzer"),
+                                _replay_fn(session, trajectory, captured, recorded), spec.budget, verify=session.verifier,
                                 controls=causality.controls, repeats=causality.repeats, prior=prior,
-                                deterministic=_deterministic(session, trajectory, recorded))
+                                deterministic=_deterministic(trajectory, recorded))
     a = _keep(result.annotation, causality)
     agrees = None
     if recheck is not None:
@@ -305,25 +322,23 @@ def _counterfactual_search(session: Session, run_id: str, trajectory: Trajectory
         reason=None if a.status == "labelled" else a.evidence.reason, confidence=a.metadata.get("confidence"),
         steps=list(a.metadata.get("steps") or []), recheck_of=None if recheck is None else recheck.id, agrees=agrees,
     )
-    return Annotated(run=run, runs=captured, replays=result.replays, annotations=[a])
+    return Annotated(row=run, runs=captured, replays=result.replays, annotations=[a])
 
 
-def _inject_search(session: Session, run_id: str, trajectory: Trajectory, perturber_model: str | None, budget: Budget,
-                   seed: int, programmatic: bool, max_tokens: int | None, recorded: list[LLMCall] | None = None,
-                   mode: InjectionMode = "auto", causality: Causality | None = None) -> Annotated:
-    """Fault injection on one success; nothing written (see `_counterfactual_search`)."""
+def inject_search(spec: InjectSpec, session: Session) -> Annotated:
+    """Fault injection on one success; nothing written (see `counterfactual_search`)."""
     from rootstep.adapters import adapter_for
 
-    causality = causality or Causality()
+    trajectory, run_id, causality, perturber_model = spec.trajectory, spec.run_id, spec.causality, spec.perturber_model
     adapter = adapter_for(trajectory)
     captured: list[Trajectory] = []
-    recorded = _recorded(session, trajectory, recorded)
-    perturber = None if perturber_model is None else _chat(session, perturber_model, max_tokens, trajectory, "perturber")
-    result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), budget,
-                          programmatic=programmatic, seed=seed, mode=mode,
+    recorded = _recorded(session, trajectory, spec.recorded)
+    perturber = None if perturber_model is None else _chat(session, perturber_model, spec.max_tokens, trajectory, "perturber")
+    result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), spec.budget,
+                          programmatic=spec.programmatic, seed=spec.seed, mode=spec.mode,
                           independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents,
                           verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
-                          deterministic=_deterministic(session, trajectory, recorded))
+                          deterministic=_deterministic(trajectory, recorded))
     a = None if result.annotation is None else _keep(result.annotation, causality)
     run = AnnotatedRun(
         method="fault_injection", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
@@ -333,7 +348,7 @@ def _inject_search(session: Session, run_id: str, trajectory: Trajectory, pertur
         verified=a is not None and a.verified, cost=result.cost, worker=worker_id(), mode=None if a is None else a.metadata.get("mode"),
         confidence=None if a is None else a.metadata.get("confidence"),
     )
-    return Annotated(run=run, runs=captured, replays=result.replays,
+    return Annotated(row=run, runs=captured, replays=result.replays,
                      annotations=[a if a is not None else with_transcript(not_flipped_record(trajectory, result, perturber_model),
                                                                           result.asked, perturber)])
 
@@ -355,63 +370,11 @@ def not_flipped_record(trajectory: Trajectory, result: Any, perturber_model: str
                                                   "not_causal_steps": [x.corruption.step for x in not_causal]})
 
 
-def _counterfactual_run(session_id: str, run_id: str, analyzer_model: str, budget: Budget,
-                        max_tokens: int | None = None, include_suspect: bool = False,
-                        causality: Causality | None = None, recheck: Annotation | None = None) -> AnnotatedRun:
-    """Find the decisive step of one failure and store the label (or the unresolved record)."""
-    session = get_session(session_id)
-    done = _counterfactual_search(session, run_id, _load(session, run_id), analyzer_model, budget, max_tokens,
-                                  include_suspect=include_suspect, causality=causality, recheck=recheck)
-    _store(session, done.runs, done.replays, done.annotations)
-    return done.run
-
-
-def _inject_run(session_id: str, run_id: str, perturber_model: str | None, budget: Budget, seed: int = 0,
-                programmatic: bool = True, max_tokens: int | None = None, mode: InjectionMode = "auto",
-                causality: Causality | None = None) -> AnnotatedRun:
-    """Corrupt one success until a replay fails; store the corrupted run and its label by construction."""
-    session = get_session(session_id)
-    done = _inject_search(session, run_id, _load(session, run_id), perturber_model, budget, seed, programmatic,
-                          max_tokens, mode=mode, causality=causality)
-    _store(session, done.runs, done.replays, done.annotations)
-    return done.run
-
-
-def _with_calls(session: Session, done: Annotated) -> Annotated:
-    """Attach the replayed runs' calls from this (worker) session's gateway, for the flow to store."""
-    ids = [r.recording.gateway_run_id for r in done.runs if r.recording is not None]
-    ids += [a.evidence.transcript_run_id for a in done.annotations if a.evidence.transcript_run_id]
-    return done.model_copy(update={"calls": [c for i in ids for c in session.gateway.calls(i)]})
-
-
-def _counterfactual_remote(worker: WorkerSpec, run_id: str, trajectory: Trajectory, recorded: list[LLMCall],
-                           analyzer_model: str, budget: Budget, max_tokens: int | None = None,
-                           include_suspect: bool = False, causality: Causality | None = None,
-                           recheck: Annotation | None = None) -> Annotated:
-    """`_counterfactual_run` in a worker process: the flow sent the run and its recording, and stores the result."""
-    with open_worker_session(worker) as session:
-        done = _counterfactual_search(session, run_id, trajectory, analyzer_model, budget, max_tokens, recorded or None,
-                                      include_suspect=include_suspect, causality=causality, recheck=recheck)
-        return _with_calls(session, done)
-
-
-def _inject_remote(worker: WorkerSpec, run_id: str, trajectory: Trajectory, recorded: list[LLMCall],
-                   perturber_model: str | None, budget: Budget, seed: int = 0, programmatic: bool = True,
-                   max_tokens: int | None = None, mode: InjectionMode = "auto",
-                   causality: Causality | None = None) -> Annotated:
-    """`_inject_run` in a worker process (see `_counterfactual_remote`)."""
-    with open_worker_session(worker) as session:
-        done = _inject_search(session, run_id, trajectory, perturber_model, budget, seed, programmatic, max_tokens,
-                              recorded or None, mode=mode, causality=causality)
-        return _with_calls(session, done)
-
-
-def _remote_inputs(session: Session, run_id: str) -> dict[str, Any]:
-    """What a worker needs to search `run_id`: the run and its recorded LLM calls (read here)."""
-    trajectory = _load(session, run_id)
+def _search_inputs(session: Session, run_id: str) -> dict[str, Any]:
+    """What a search of `run_id` reads, for its spec: the run and its recorded LLM calls."""
     with session.lock:
-        recorded = session.recording(trajectory.recorded().gateway_run_id)
-    return {"run_id": run_id, "trajectory": trajectory, "recorded": recorded}
+        trajectory = session.warehouse.trajectory(run_id)
+    return {"trajectory": trajectory, "recorded": session.recording(trajectory.recorded().gateway_run_id)}
 
 
 def _scope(column_prefix: str, frameworks: Sequence[str] | None, benchmarks: Sequence[str] | None,
@@ -458,47 +421,10 @@ def inject_queue(session: Session, frameworks: Sequence[str] | None = None, benc
                   frameworks, benchmarks, run_ids, limit)
 
 
-def _gather(pending: list[tuple[str, Any]], method: Method, session: Session) -> list[AnnotatedRun]:
-    out: list[AnnotatedRun] = []
-    for run_id, future in pending:
-        future.wait()
-        state = future.state
-        exc: BaseException | None = None
-        if state.is_completed():
-            result = future.result()
-            if isinstance(result, Annotated):  # from a worker process: written here, in the thread runner's order
-                try:
-                    _store(session, result.runs, result.replays, result.annotations, calls=result.calls)
-                    result = result.run
-                except Exception as raised:
-                    exc = raised
-            if exc is None:
-                out.append(result)
-                continue
-        else:
-            exc = state.result(raise_on_failure=False)
-        with session.lock:
-            row = session.warehouse.rows("SELECT framework, benchmark, task_id FROM runs WHERE id = ?", [run_id])[0]
-        out.append(AnnotatedRun(method=method, run_id=run_id, status="error", error=f"{type(exc).__name__}: {str(exc)[:500]}",
-                                **row))
-    return out
-
-
-def _submit(placement: Any, runner: Any, session: Session, run_id: str, **params: Any) -> Any:
-    """Submit one search: in this process (thread runner) or, with its inputs, to the cluster."""
-    if placement is None:
-        return runner.submit(session.id, run_id, **params)
-    return placement.submit(runner, {"worker": placement.worker, **_remote_inputs(session, run_id), **params})
-
-
-def _task(fn: Any, name: str):
-    from prefect import task
-    from prefect.cache_policies import NONE
-
-    from .collect import infrastructure_error
-
-    return task(fn, name=name, retries=1, retry_delay_seconds=1, retry_condition_fn=infrastructure_error,
-                cache_policy=NONE, persist_result=False, task_run_name=name + "/{run_id}")
+def _search(session: Session, placement: Any, name: str, specs: Iterator[SearchSpec]) -> list[AnnotatedRun]:
+    """Submit each search unit (`name`: its Prefect task's name) and gather what they found."""
+    task = unit_task(name, retries=1)
+    return gather(session, [(spec, placement.submit(task, spec)) for spec in specs])
 
 
 @flow(name="rootstep-counterfactual", persist_result=False)
@@ -513,7 +439,7 @@ def counterfactual(
     warehouse: str | None = None,
     limits: Limits | None = None,
     runner: Runner | None = None,
-    session_id: str | None = None,
+    session: Session | None = None,
     include_suspect: bool = False,
     causality: Causality | None = None,
 ) -> AnnotateReport:
@@ -531,15 +457,12 @@ def counterfactual(
         causality: controls and repeats per flip, and the least confidence a label keeps (`Causality`).
     """
     started = time.perf_counter()
-    with open_session(warehouse, session_id=session_id, limits=limits) as session, \
-            open_runner(runner, session) as placement:
+    with open_session(warehouse, session=session, limits=limits) as session, open_runner(runner, session) as placement:
         queue = counterfactual_queue(session, frameworks, benchmarks, run_ids, limit, include_suspect)
-        search = _task(_counterfactual_run if placement is None else _counterfactual_remote, "counterfactual")
-        pending = [(rid, _submit(placement, search, session, rid, analyzer_model=analyzer_model,
-                                 budget=budget or Budget(), max_tokens=max_tokens, include_suspect=include_suspect,
-                                 causality=causality or Causality()))
-                   for rid in queue]
-        runs = _gather(pending, "counterfactual", session)
+        runs = _search(session, placement, "counterfactual", (CounterfactualSpec(
+            **_search_inputs(session, rid), analyzer_model=analyzer_model, budget=budget or Budget(),
+            max_tokens=max_tokens, include_suspect=include_suspect, causality=causality or Causality())
+            for rid in queue))
     return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
 
 
@@ -557,7 +480,7 @@ def inject(
     warehouse: str | None = None,
     limits: Limits | None = None,
     runner: Runner | None = None,
-    session_id: str | None = None,
+    session: Session | None = None,
     mode: InjectionMode = "auto",
     causality: Causality | None = None,
 ) -> AnnotateReport:
@@ -574,14 +497,12 @@ def inject(
         causality: controls and repeats per flip, and the least confidence a label keeps (`Causality`).
     """
     started = time.perf_counter()
-    with open_session(warehouse, session_id=session_id, limits=limits) as session, \
-            open_runner(runner, session) as placement:
+    with open_session(warehouse, session=session, limits=limits) as session, open_runner(runner, session) as placement:
         queue = inject_queue(session, frameworks, benchmarks, run_ids, limit)
-        search = _task(_inject_run if placement is None else _inject_remote, "inject")
-        pending = [(rid, _submit(placement, search, session, rid, perturber_model=perturber_model,
-                                 budget=budget or Budget(), seed=seed, programmatic=programmatic,
-                                 max_tokens=max_tokens, mode=mode, causality=causality or Causality())) for rid in queue]
-        runs = _gather(pending, "fault_injection", session)
+        runs = _search(session, placement, "inject", (InjectSpec(
+            **_search_inputs(session, rid), perturber_model=perturber_model, budget=budget or Budget(), seed=seed,
+            programmatic=programmatic, max_tokens=max_tokens, mode=mode, causality=causality or Causality())
+            for rid in queue))
     return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
 
 
@@ -613,20 +534,17 @@ def recheck(
     warehouse: str | None = None,
     limits: Limits | None = None,
     runner: Runner | None = None,
-    session_id: str | None = None,
+    session: Session | None = None,
     causality: Causality | None = None,
 ) -> AnnotateReport:
     """Re-annotate `n` labelled failures from scratch (fresh analyzer samples, the agent steps asked in another,
     seeded order) and store each attempt beside the label (`metadata.recheck_of`, never in `labels`): the
     `agreement` view and `rootstep quality` report how often the (agent, step) agree."""
     started = time.perf_counter()
-    with open_session(warehouse, session_id=session_id, limits=limits) as session, \
-            open_runner(runner, session) as placement:
+    with open_session(warehouse, session=session, limits=limits) as session, open_runner(runner, session) as placement:
         labels = recheck_queue(session, frameworks, benchmarks, run_ids, n)
-        search = _task(_counterfactual_run if placement is None else _counterfactual_remote, "recheck")
-        pending = [(label.run_id, _submit(placement, search, session, label.run_id, analyzer_model=analyzer_model,
-                                          budget=budget or Budget(), max_tokens=max_tokens, include_suspect=True,
-                                          causality=causality or Causality(), recheck=label))
-                   for label in labels]
-        runs = _gather(pending, "counterfactual", session)
+        runs = _search(session, placement, "recheck", (CounterfactualSpec(
+            **_search_inputs(session, label.run_id), analyzer_model=analyzer_model, budget=budget or Budget(),
+            max_tokens=max_tokens, include_suspect=True, causality=causality or Causality(), recheck=label)
+            for label in labels))
     return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))

@@ -252,13 +252,15 @@ def _causality(controls: int, repeats: int, min_confidence: float = 0.0) -> Any:
 
 
 def _run_flows(run: Any) -> Any:
-    """Run `run()`, turning a missing runner package into a clear error."""
+    """Run `run()` so that SIGINT / SIGTERM stop it (`rootstep.flows._stop`), turning a missing runner
+    package into a clear error."""
     from rich.markup import escape
 
     from rootstep.flows._runner import RunnerUnavailable
+    from rootstep.flows._stop import run_stoppable
 
     try:
-        return run()
+        return run_stoppable(run)
     except RunnerUnavailable as exc:
         fail(escape(str(exc)))  # escaped: "rootstep[ray]" is not rich markup
 

@@ -3,9 +3,10 @@
     from rootstep.flows.collect import collect
     report = collect(["ag2", "smolagents"], "gsm8k", limit=2, seed=0, model="local/qwen2.5-coder-0.5b")
 
-One Prefect task per (framework, task): the adapter runs the episode in its Docker image with every
-LLM call through the gateway, the verifier decides, and the gateway's journal of the run (its
-`llm_calls`) and then the trajectory (steps, then the run row) are written to the warehouse.
+One unit of work per (framework, task) (`CollectSpec`, run by `rootstep.flows._unit.perform` as a
+Prefect task): the adapter runs the episode in its Docker image with every LLM call through the gateway
+and the verifier decides; the flow then writes the run's `llm_calls` and then the trajectory (steps,
+then the run row) to the warehouse. `rootstep run` runs the same unit without Prefect.
 
 * **Retries**: a task is retried (twice by default) only on `AdapterError`, the infrastructure errors
   (a container that died, timed out, or printed no trajectory); a wrong answer is a result, not an error.
@@ -17,8 +18,7 @@ LLM call through the gateway, the verifier decides, and the gateway's journal of
   the rest. Prefect's own result persistence and cache policies are not used (`cache_policy=NONE`):
   they would duplicate what the warehouse already guarantees, keyed by inputs it cannot see.
 * **Runner**: `runner=Runner(kind="dask"|"ray", ...)` runs the episodes in a cluster's worker
-  processes (`rootstep.flows._runner`); each returns its trajectory and the LLM calls of its own
-  gateway, and the flow writes them exactly as it writes the thread runner's (calls, steps, run row).
+  processes (`rootstep.flows._runner`); the unit and what the flow writes are the same.
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from typing import Any, Sequence
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from rootstep.warehouse import LLMCall, Task, Trajectory
+from rootstep.warehouse import Task
 
-from ._remote import WorkerSpec, open_worker_session, worker_id
+from ._remote import worker_id
 from ._runner import Runner, open_runner
-from ._session import DEFAULT_MODEL, Limits, Session, get_session, open_session
+from ._session import DEFAULT_MODEL, Limits, Session, open_session
+from ._unit import Outcome, UnitSpec, gather, unit_task
 
 
 class CollectedRun(BaseModel):
@@ -56,15 +57,6 @@ class CollectedRun(BaseModel):
     """`host:pid` of the process that ran the episode (the flow's with the thread runner)."""
 
 
-class Collected(BaseModel):
-    """What an episode run in another process hands back to the flow, which stores it."""
-
-    run: CollectedRun
-    trajectory: Trajectory
-    calls: list[LLMCall] = Field(default_factory=list)
-    """The LLM calls of the episode, as the worker's gateway journaled them."""
-
-
 class CollectReport(BaseModel):
     runs: list[CollectedRun] = Field(default_factory=list)
     seconds: float = 0.0
@@ -80,20 +72,8 @@ class CollectReport(BaseModel):
         }
 
 
-def infrastructure_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect `retry_condition_fn`: retry only the adapter's infrastructure errors."""
-    from rootstep.adapters.base import AdapterError
-
-    try:
-        exc = state.result(raise_on_failure=False)
-    except Exception as raised:  # a result that cannot be read back is the exception itself
-        exc = raised
-    return isinstance(exc, AdapterError)
-
-
-def stored_runs(session_id: str, frameworks: Sequence[str], benchmarks: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
+def stored_runs(session: Session, frameworks: Sequence[str], benchmarks: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Collected runs already in the warehouse, keyed like `run_key`."""
-    session = get_session(session_id)
     if not frameworks or not benchmarks:
         return {}
     marks_f = ", ".join("?" for _ in frameworks)
@@ -115,55 +95,40 @@ def run_key(framework: str, benchmark: str, task_id: str, model: str | None, age
     return (framework, benchmark, task_id, model, tuple(sorted((agent_models or {}).items())), config_hash)
 
 
-def _episode(session: Session, framework: str, task: Task, model: str, agent_models: dict[str, str]) -> Trajectory:
-    adapter = session.adapter(framework)
-    with session.episode_slot(model):
-        return adapter.run(task, model, agent_models=agent_models or None)
+class CollectSpec(UnitSpec):
+    """One episode to collect: `framework` on `task` with `model` (`agent_models` per agent)."""
+
+    framework: str
+    task: Task
+    model: str
+    agent_models: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.framework}/{self.task.benchmark}/{self.task.task_id}"
+
+    def run(self, session: Session) -> "Collected":
+        return collect_run(self, session)
+
+    def failed(self, error: str) -> CollectedRun:
+        return CollectedRun(framework=self.framework, benchmark=self.task.benchmark, task_id=self.task.task_id,
+                            model=self.model, error=error)
 
 
-def _collected_run(framework: str, task: Task, model: str, trajectory: Trajectory, started: float) -> CollectedRun:
-    return CollectedRun(
-        framework=framework, benchmark=task.benchmark, task_id=task.task_id, model=model, run_id=trajectory.id,
-        success=trajectory.success, n_steps=len(trajectory.steps), seconds=round(time.perf_counter() - started, 3),
-        error=trajectory.metadata.get("error"), worker=worker_id(),
-    )
+Collected = Outcome[CollectedRun]
 
 
-def collect_run(session_id: str, framework: str, task: Task, model: str, agent_models: dict[str, str]) -> CollectedRun:
-    """Run one episode and store it (calls first, then steps, then the run row: the commit)."""
-    session = get_session(session_id)
+def collect_run(spec: CollectSpec, session: Session) -> Collected:
+    """Run one episode and verify it; nothing written (the flow stores the run: calls, steps, run row)."""
     started = time.perf_counter()
-    trajectory = _episode(session, framework, task, model, agent_models)
-    with session.lock:
-        session.gateway.flush(session.warehouse, [trajectory.recorded().gateway_run_id])
-        session.warehouse.write_trajectories([trajectory])
-    return _collected_run(framework, task, model, trajectory, started)
-
-
-def _collect_remote(worker: WorkerSpec, framework: str, task: Task, model: str, agent_models: dict[str, str]) -> Collected:
-    """Run one episode in this (worker) process and hand it back; the flow stores it (`store_collected`)."""
-    started = time.perf_counter()
-    with open_worker_session(worker) as session:
-        trajectory = _episode(session, framework, task, model, agent_models)
-        calls = session.gateway.calls(trajectory.recorded().gateway_run_id)
-    return Collected(run=_collected_run(framework, task, model, trajectory, started), trajectory=trajectory, calls=calls)
-
-
-def store_collected(session: Session, collected: Collected) -> CollectedRun:
-    """In the flow's process: the episode's calls, then its steps and run row (the commit)."""
-    with session.lock:
-        session.store_calls(collected.calls)
-        session.warehouse.write_trajectories([collected.trajectory])
-    return collected.run
-
-
-def _collect_task(retries: int, remote: bool = False):
-    from prefect import task
-    from prefect.cache_policies import NONE
-
-    return task(_collect_remote if remote else collect_run, name="collect-run", retries=retries, retry_delay_seconds=1,
-                retry_condition_fn=infrastructure_error, cache_policy=NONE, persist_result=False,
-                task_run_name="{framework}/{task.benchmark}/{task.task_id}")
+    adapter = session.adapter(spec.framework)
+    with session.episode_slot(spec.model):
+        trajectory = adapter.run(spec.task, spec.model, agent_models=spec.agent_models or None)
+    row = CollectedRun(
+        framework=spec.framework, benchmark=spec.task.benchmark, task_id=spec.task.task_id, model=spec.model,
+        run_id=trajectory.id, success=trajectory.success, n_steps=len(trajectory.steps),
+        seconds=round(time.perf_counter() - started, 3), error=trajectory.metadata.get("error"), worker=worker_id())
+    return Collected(row=row, runs=[trajectory])
 
 
 @flow(name="rootstep-collect", persist_result=False)
@@ -179,7 +144,7 @@ def collect(
     limits: Limits | None = None,
     retries: int = 2,
     runner: Runner | None = None,
-    session_id: str | None = None,
+    session: Session | None = None,
 ) -> CollectReport:
     """Collect runs of `frameworks` on `limit` tasks of `benchmark` (shuffled with `seed`).
 
@@ -193,7 +158,7 @@ def collect(
         limits: concurrency per model and per sandbox pool.
         retries: Prefect retries of a task on infrastructure errors.
         runner: where the episodes run (default: threads of this process; see `rootstep.flows._runner`).
-        session_id: the pipeline's session (internal: set by `pipeline`).
+        session: the pipeline's session (internal: set by `pipeline`).
     """
     from rootstep.adapters import adapter_class
 
@@ -203,18 +168,17 @@ def collect(
 
         tasks = load_tasks(benchmark, limit=limit, seed=seed)
     report = CollectReport()
-    with open_session(warehouse, session_id=session_id, limits=limits) as session, \
-            open_runner(runner, session) as placement:
-        stored = stored_runs(session.id, list(frameworks), sorted({t.benchmark for t in tasks}))
-        collect_task = _collect_task(retries, remote=placement is not None)
-        pending: list[tuple[str, Task, Any]] = []
+    with open_session(warehouse, session=session, limits=limits) as session, open_runner(runner, session) as placement:
+        stored = stored_runs(session, list(frameworks), sorted({t.benchmark for t in tasks}))
+        collect_task = unit_task("collect-run", retries)
+        pending: list[tuple[CollectSpec, Any]] = []
         for framework in frameworks:
             adapter = session.adapter(framework)
             kinds = adapter_class(framework).task_kinds
             for t in tasks:
+                spec = CollectSpec(framework=framework, task=t, model=model, agent_models=dict(agent_models or {}))
                 if t.kind not in kinds:
-                    report.runs.append(CollectedRun(framework=framework, benchmark=t.benchmark, task_id=t.task_id,
-                                                    model=model, error=f"{framework} does not run {t.kind} tasks"))
+                    report.runs.append(spec.failed(f"{framework} does not run {t.kind} tasks"))
                     continue
                 hit = stored.get(run_key(framework, t.benchmark, t.task_id, model, agent_models, adapter.config_hash(t)))
                 if hit is not None:
@@ -222,30 +186,7 @@ def collect(
                                                     model=model, run_id=hit["id"], success=hit["success"],
                                                     n_steps=hit["n_steps"], cached=True))
                     continue
-                if placement is None:
-                    future = collect_task.submit(session.id, framework, t, model, dict(agent_models or {}))
-                else:
-                    future = placement.submit(collect_task, {"worker": placement.worker, "framework": framework, "task": t,
-                                                             "model": model, "agent_models": dict(agent_models or {})})
-                pending.append((framework, t, future))
-        for framework, t, future in pending:
-            future.wait()
-            state = future.state
-            exc: BaseException | None = None
-            if state.is_completed():
-                result = future.result()
-                if isinstance(result, Collected):
-                    try:
-                        result = store_collected(session, result)
-                    except Exception as raised:  # the run is not stored: reported like a failed task
-                        exc = raised
-                if exc is None:
-                    report.runs.append(result)
-                    continue
-            else:
-                exc = state.result(raise_on_failure=False)
-            report.runs.append(CollectedRun(framework=framework, benchmark=t.benchmark, task_id=t.task_id,
-                                            model=model, error=f"{type(exc).__name__}: {str(exc)[:500]}"))
+                pending.append((spec, placement.submit(collect_task, spec)))
+        report.runs += gather(session, pending)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
-

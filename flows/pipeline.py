@@ -27,7 +27,7 @@ from rootstep.warehouse import Task
 
 from rootstep.annotation import Budget, InjectionMode
 from ._runner import Runner, start_cluster
-from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, open_session
+from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, open_session, stopped_by_signals
 from .annotate import AnnotatedRun, AnnotateReport, Causality
 from .annotate import counterfactual as counterfactual_flow
 from .annotate import inject as inject_flow
@@ -67,17 +67,19 @@ EXPLORE_SQL = {
 }
 
 
-def _side_by_side(stages: dict[str, Callable[[], AnnotateReport]]) -> dict[str, tuple[AnnotateReport, float]]:
+def _side_by_side(stages: dict[str, Callable[[], AnnotateReport]], session: Session) -> dict[str, tuple[AnnotateReport, float]]:
     """Run the annotation stages (each a Prefect subflow) at the same time, each in a thread with a copy of
     this flow's context so that it stays a subflow of the pipeline: counterfactual searches on failures and
     fault injection on successes are independent, and together they keep the local engine's slots busy
-    while the other waits on a replay's sandbox. Returns each stage's report and its seconds, in order."""
+    while the other waits on a replay's sandbox. Returns each stage's report and its seconds, in order. A
+    signal's exception stops `session` before the pool waits for the stages (their units then end at once)."""
     def timed(fn: Callable[[], AnnotateReport]) -> tuple[AnnotateReport, float]:
         clock = time.perf_counter()
         out = fn()
         return out, round(time.perf_counter() - clock, 3)
 
-    with ThreadPoolExecutor(max(len(stages), 1), thread_name_prefix="rootstep-stage") as pool:
+    with ThreadPoolExecutor(max(len(stages), 1), thread_name_prefix="rootstep-stage") as pool, \
+            stopped_by_signals(session):
         futures = {name: pool.submit(contextvars.copy_context().run, timed, fn) for name, fn in stages.items()}
         return {name: future.result() for name, future in futures.items()}
 
@@ -205,7 +207,7 @@ def pipeline(
             tasks = [t for name, n in benchmarks.items() for t in load_tasks(name, limit=n, seed=seed)]
         # one collect over every benchmark: the episodes of all of them share the concurrency limits
         collected = collect_flow(frameworks, tasks[0].benchmark if tasks else "gsm8k", tasks=tasks, model=model,
-                                 agent_models=agent_models, runner=runner, session_id=session.id)
+                                 agent_models=agent_models, runner=runner, session=session)
         report.collected += collected.runs
         report.stage_seconds["collect"] = round(time.perf_counter() - clock, 3)
         scope_b = sorted({r.benchmark for r in report.collected})
@@ -214,14 +216,14 @@ def pipeline(
         if counterfactual:
             stages["counterfactual"] = lambda: counterfactual_flow(
                 analyzer_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids, budget=budget,
-                max_tokens=max_tokens, runner=runner, session_id=session.id, include_suspect=include_suspect,
+                max_tokens=max_tokens, runner=runner, session=session, include_suspect=include_suspect,
                 causality=causality)
         if inject:
             stages["inject"] = lambda: inject_flow(
                 perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
                 budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0, max_tokens=max_tokens,
-                runner=runner, session_id=session.id, mode=inject_mode, causality=causality)
-        for name, done in _side_by_side(stages).items():
+                runner=runner, session=session, mode=inject_mode, causality=causality)
+        for name, done in _side_by_side(stages, session).items():
             report.annotated += done[0].runs
             report.stage_seconds[name] = done[1]
         if recheck:  # the labels the counterfactual stage just found, re-done from scratch

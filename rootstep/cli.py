@@ -196,7 +196,8 @@ def run_cmd(
     from rootstep._render import print_trajectory
     from rootstep.flows import open_session
     from rootstep.flows.cli import check_frameworks, with_systems
-    from rootstep.flows.collect import collect_run as collect_one
+    from rootstep.flows import perform
+    from rootstep.flows.collect import CollectSpec
 
     if system is not None:
         framework = with_systems(None, [str(system)])[0]
@@ -215,14 +216,14 @@ def run_cmd(
             with err_console.status(f"[{number}/{len(tasks)}] {framework} on {task.benchmark}/{task.task_id} "
                                     f"with {model} ..."):
                 try:
-                    done = collect_one(session.id, framework, task, model, {})
+                    outcome = perform(CollectSpec(framework=framework, task=task, model=model), session)
                 except AdapterError as exc:
                     errors += 1
                     err_console.print(f"[bold red]episode failed:[/] {task.benchmark}/{task.task_id}: {exc}",
                                       highlight=False, soft_wrap=True)
                     continue
-            with session.lock:
-                trajectory = session.warehouse.trajectory(done.run_id)
+            session.store(outcome)
+            done, [trajectory] = outcome.row, outcome.runs
             print_trajectory(console, done.run_id, trajectory, None, [], width=width)
             err_console.print(f"[{number}/{len(tasks)}] stored {done.run_id} in {done.seconds:.1f} s "
                               f"({'success' if done.success else 'failure'}, {done.n_steps} steps)", highlight=False)

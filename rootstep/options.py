@@ -8,6 +8,8 @@ Exit codes, one per meaning (also in docs/cli.md):
   check found problems, a server did not start or stop).
 - 2 `ExitCode.USAGE`: bad input (an unknown name, an unreadable file, a bad option value); typer/click
   use 2 for their own usage errors as well.
+- 130 `ExitCode.INTERRUPTED`: stopped by SIGINT (Ctrl-C) or SIGTERM; what was stored stays stored and
+  running the command again resumes (128 + SIGINT, as a shell reports a Ctrl-C).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1
     USAGE = 2
+    INTERRUPTED = 130
 
 
 # Off a terminal (pipes, CI logs) rich would wrap tables at 80 columns; give them room instead.

@@ -67,6 +67,7 @@ __all__ = [
     "build_base",
     "build_image",
     "cache_dir",
+    "close_all",
     "default_image",
     "docker_build",
     "docker_client",
@@ -82,6 +83,17 @@ def __getattr__(name: str) -> Any:
 
         return getattr(_docker, name)
     raise AttributeError(f"module 'rootstep.sandboxes' has no attribute {name!r}")
+
+
+def close_all() -> None:
+    """Close every Docker sandbox of this process: their containers are removed (an episode waiting on
+    one ends at once) and a closed sandbox starts none. Used when a run is stopped (SIGINT / SIGTERM);
+    nothing is imported when this process never made a Docker sandbox."""
+    import sys
+
+    docker = sys.modules.get("rootstep.sandboxes._docker")
+    if docker is not None:
+        docker.close_all()
 
 
 def get_sandbox(

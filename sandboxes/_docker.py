@@ -184,7 +184,10 @@ _live: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 
 
 @atexit.register
-def _close_all() -> None:
+def close_all() -> None:
+    """Close every Docker sandbox of this process: their pool and session containers are removed (an
+    episode waiting on one ends at once) and a closed sandbox starts none. At exit, and when a run is
+    stopped (SIGINT / SIGTERM)."""
     for sandbox in list(_live):
         try:
             sandbox.close()

@@ -25,7 +25,7 @@ def _recorded_ledger_run(ledger: Ledger):
 def test_a_scripted_analyzers_calls_are_in_llm_calls_and_its_transcript_on_the_annotation(tmp_path):
     from rootstep._render import print_trajectory
     from rootstep.flows._session import open_session
-    from rootstep.flows.annotate import _chat, _store
+    from rootstep.flows.annotate import Annotated, AnnotatedRun, _chat
 
     seen: list[dict] = []
 
@@ -45,7 +45,10 @@ def test_a_scripted_analyzers_calls_are_in_llm_calls_and_its_transcript_on_the_a
         result = find_decisive_step(run, run.verdict, None, chat, ledger.replay, Budget())
         a = result.annotation
         assert (a.status, a.verified, a.step) == ("labelled", True, 3)
-        _store(session, [], result.replays, [a])
+        row = AnnotatedRun(method="counterfactual", run_id=run.id, framework=run.framework,
+                           benchmark=run.benchmark, task_id=run.task_id, status=a.status)
+        session.store(Annotated(row=row, replays=result.replays, annotations=[a],
+                                calls=session.gateway.calls(a.evidence.transcript_run_id)))
         wh = session.warehouse
         stored = wh.annotations(run.id)
         calls = wh.rows("SELECT * FROM llm_calls WHERE run_id = ? ORDER BY created_at", [a.evidence.transcript_run_id])

@@ -117,9 +117,9 @@ def test_a_flaky_teams_flip_that_its_control_shows_too_is_no_label(prefect_harne
     analyzer = _analyzer("causal-flaky-analyzer", lambda p, step: _fix(1, "coder", f"Let me recompute.\nAnswer: {right}")
                          if step is None else DECLINE)
     with open_session(str(tmp_path), adapter_options={"temperature": 0.7}) as session:
-        [run] = collect(["ag2"], tasks=[task], model=model, agent_models=agent_models, session_id=session.id).runs
+        [run] = collect(["ag2"], tasks=[task], model=model, agent_models=agent_models, session=session).runs
         assert run.success is False
-        report = counterfactual(analyzer, session_id=session.id, budget=Budget(max_candidates=1))
+        report = counterfactual(analyzer, session=session, budget=Budget(max_candidates=1))
     [done] = report.runs
     assert done.status == "not_causal" and not done.verified, done
     wh = Warehouse(str(tmp_path))
@@ -265,12 +265,12 @@ def test_an_ensemble_repeating_one_error_gets_a_multi_step_label(prefect_harness
 
     name = _analyzer("causal-ensemble", analyzer)
     with session_cm as session:
-        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session_id=session.id).runs
+        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session=session).runs
         assert run.success is False
         trajectory = session.warehouse.trajectory(run.run_id)
         agents = [s.index for s in trajectory.steps if s.kind == "agent" and s.agent in ROUND]
         assert len(agents) == 4
-        [done] = counterfactual(name, session_id=session.id, budget=Budget(max_candidates=1)).runs
+        [done] = counterfactual(name, session=session, budget=Budget(max_candidates=1)).runs
     assert (done.status, done.verified) == ("labelled", True), done
     assert done.agent != "decision" and done.step == agents[0] and done.steps == agents
     wh = Warehouse(str(tmp_path))
@@ -298,8 +298,8 @@ def test_a_budget_stopped_scan_is_unproven_earliest(prefect_harness, tmp_path, d
                                                           f"Weighed again.\nAnswer: {right}") if step is None else
                      _fix(step, re.search(rf"step {step} by (\w+)", p).group(1), f"Recomputed.\nAnswer: {right}"))
     with session_cm as session:
-        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session_id=session.id).runs
-        [done] = counterfactual(name, session_id=session.id, budget=Budget(max_candidates=1, max_replays=2)).runs
+        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session=session).runs
+        [done] = counterfactual(name, session=session, budget=Budget(max_candidates=1, max_replays=2)).runs
     assert (done.status, done.verified, done.agent) == ("unproven_earliest", False, "decision"), done
     wh = Warehouse(str(tmp_path))
     assert wh.rows("SELECT count(*) AS n FROM labels")[0]["n"] == 0
@@ -327,8 +327,8 @@ def test_a_fix_that_hands_over_the_answer_at_the_first_agent_step_is_rejected(
 
     name = _analyzer("causal-leak", analyzer)
     with session_cm as session:
-        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session_id=session.id).runs
-        [done] = counterfactual(name, session_id=session.id, budget=Budget(max_candidates=1)).runs
+        [run] = collect(["agentprune"], tasks=[task], model=model, agent_models=agent_models, session=session).runs
+        [done] = counterfactual(name, session=session, budget=Budget(max_candidates=1)).runs
     assert "answer_leak" in asked[1] and "hand over the answer" in asked[1]  # re-asked with the reason
     wh = Warehouse(str(tmp_path))
     assert all(f"Plan: the total is {right}" not in (r["intervention_content"] or "")

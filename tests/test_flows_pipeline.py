@@ -163,13 +163,13 @@ def test_crashed_collection_resumes(prefect_harness, tmp_path, docker_sandbox, m
     real = collect_module.collect_run
     calls: list[str] = []
 
-    def crashing(session_id, framework, task, model, agent_models):
-        calls.append(task.task_id)
-        if task.task_id == "flows-s1":
+    def crashing(spec, session):
+        calls.append(spec.task.task_id)
+        if spec.task.task_id == "flows-s1":
             raise RuntimeError("the flow crashed here")
-        if calls.count(task.task_id) == 1:
+        if calls.count(spec.task.task_id) == 1:
             raise AdapterError("container died (simulated)")
-        return real(session_id, framework, task, model, agent_models)
+        return real(spec, session)
 
     monkeypatch.setattr(collect_module, "collect_run", crashing)
     first = collect_module.collect(["ag2"], tasks=tasks, model=model, agent_models=agent_models, warehouse=str(tmp_path))
