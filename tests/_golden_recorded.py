@@ -164,11 +164,6 @@ LEFT: dict[tuple[str, str], str] = {
         "right: on Mbpp/404, Mbpp/309 and Mbpp/127 the 0.5B team handed in a function that type-checks its inputs "
         "or special-cases zero (returning None or raising), which MBPP+'s float and zero inputs break; no right run "
         "in the session's time"),
-    ("metagpt", "gsm8k"): (
-        "right: none can be judged right today. The 0.5B states its answer only in a print() of its code, and "
-        "program_answer (benchmarks/_answer.py) reads the runner's output only when it directly follows the step "
-        "that gave the final answer, while MetaGPT's tester speaks between the coder and the runner: the real right "
-        "run is metagpt-gsm8k-wrong-misjudged (a strict expected failure until that is fixed)"),
 }
 """Framework x benchmark pairs without a right or a wrong recording, and why (tests/test_golden_path.py checks
 that every pair is recorded or named here, and that a recorded pair is taken off)."""
