@@ -35,13 +35,13 @@ from .annotate import recheck as recheck_flow
 from .collect import CollectedRun, CollectReport
 from .collect import collect as collect_flow
 
-DEFAULT_BENCHMARKS = {"gsm8k": 4, "mbpp": 1}
+DEFAULT_BENCHMARKS = {"gsm8k": 3, "mbpp": 1}
 DEFAULT_FRAMEWORKS = ["ag2"]
 """The main job's slice, chosen by measurement on a 2-core machine with the offline models: AG2 episodes
 took 30-75 s against 55-170 s for smolagents, and a counterfactual search with the 1.5B analyzer 3-9
-minutes, so a slice of five AG2 runs (collected two at a time, the counterfactual and injection stages side
-by side) fits the main job's time while giving failures to search and, often, a success to corrupt (the 0.5B
-agents solved 2 of 11 AG2 runs measured; one of the four on a fresh machine). Name frameworks and benchmarks to
+minutes, so a slice of four AG2 runs (collected two at a time) fits the main job's time while giving failures
+to search and, often, a success to corrupt (the 0.5B agents solved 2 of 11 AG2 runs measured; one of four, then
+one of five, on a fresh machine). Name frameworks and benchmarks to
 go wider (`-f ag2 -f smolagents -b gsm8k:20`)."""
 DEFAULT_BUDGET = Budget.for_annotate()
 """Replays and analyzer calls sized to each run's length (`Budget.for_annotate`); the command line adds a wall
@@ -82,6 +82,15 @@ def _side_by_side(stages: dict[str, Callable[[], AnnotateReport]], session: Sess
             stopped_by_signals(session):
         futures = {name: pool.submit(contextvars.copy_context().run, timed, fn) for name, fn in stages.items()}
         return {name: future.result() for name, future in futures.items()}
+
+
+def _one_after_another(stages: dict[str, Callable[[], AnnotateReport]]) -> dict[str, tuple[AnnotateReport, float]]:
+    """The annotation stages in order, each with its seconds."""
+    out: dict[str, tuple[AnnotateReport, float]] = {}
+    for name, fn in stages.items():
+        clock = time.perf_counter()
+        out[name] = (fn(), round(time.perf_counter() - clock, 3))
+    return out
 
 
 def annotator_for(model: str) -> str:
@@ -223,7 +232,11 @@ def pipeline(
                 perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
                 budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0, max_tokens=max_tokens,
                 runner=runner, session=session, mode=inject_mode, causality=causality)
-        for name, done in _side_by_side(stages, session).items():
+        # side by side only when the annotators are not the in-process CPU model: on the local engine the two
+        # stages split the same cores (with the agents' replays on a second engine, every engine's threads
+        # then oversubscribe them: analyzer calls took 60-120 s for ~100 tokens in the main job)
+        on_cpu = any(m.startswith("local/") for m, on in ((analyzer_model, counterfactual), (perturber_model, inject)) if on)
+        for name, done in (_one_after_another(stages) if on_cpu else _side_by_side(stages, session)).items():
             report.annotated += done[0].runs
             report.stage_seconds[name] = done[1]
         if recheck:  # the labels the counterfactual stage just found, re-done from scratch
