@@ -230,7 +230,7 @@ def pipeline(
             clock = time.perf_counter()
             rechecked = recheck_flow(analyzer_model, recheck, frameworks=frameworks, benchmarks=scope_b,
                                      run_ids=run_ids, budget=budget, max_tokens=max_tokens, runner=runner,
-                                     session_id=session.id, causality=causality)
+                                     session=session, causality=causality)
             report.annotated += rechecked.runs
             report.stage_seconds["recheck"] = round(time.perf_counter() - clock, 3)
     report.seconds = round(time.perf_counter() - started, 3)
