@@ -21,6 +21,7 @@ package (and the framework images) installed on every worker, and Docker on each
 
 from __future__ import annotations
 
+import importlib
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Literal
 
@@ -69,33 +70,29 @@ class Runner(BaseModel):
 
     def require(self) -> "Runner":
         """Raise `RunnerUnavailable` (saying what to install) unless this runner's packages import."""
-        if self.kind == "dask":
-            _import_dask()
-        elif self.kind == "ray":
-            _import_ray()
+        if self.kind in _EXTRAS:
+            _import_extra(self.kind)
         return self
 
 
-def _import_dask() -> Any:
-    try:
-        import distributed
-        from prefect_dask import DaskTaskRunner
-    except ImportError as exc:
-        raise RunnerUnavailable(
-            f"--runner dask needs prefect-dask and dask.distributed ({exc}): pip install 'rootstep[dask]' "
-            "(pinned: pip install -c requirements.lock -e '.[dask]')") from exc
-    return distributed, DaskTaskRunner
+_EXTRAS = {  # runner kind: (cluster package, Prefect task runner module and class, what to install)
+    "dask": ("distributed", "prefect_dask", "DaskTaskRunner",
+             "needs prefect-dask and dask.distributed ({exc}): pip install 'rootstep[dask]' "
+             "(pinned: pip install -c requirements.lock -e '.[dask]')"),
+    "ray": ("ray", "prefect_ray", "RayTaskRunner",
+            "needs prefect-ray and ray ({exc}); it is an optional extra (the ray wheel is about "
+            "80 MB): pip install 'rootstep[ray]' (pinned: pip install -c requirements.lock -e '.[ray]')"),
+}
 
 
-def _import_ray() -> Any:
+def _import_extra(kind: str) -> tuple[Any, Any]:
+    """The cluster package of runner `kind` and its Prefect task runner class; `RunnerUnavailable`,
+    saying what to install, when they do not import."""
+    package, module, runner_class, needs = _EXTRAS[kind]
     try:
-        import ray
-        from prefect_ray import RayTaskRunner
+        return importlib.import_module(package), getattr(importlib.import_module(module), runner_class)
     except ImportError as exc:
-        raise RunnerUnavailable(
-            f"--runner ray needs prefect-ray and ray ({exc}); it is an optional extra (the ray wheel is about "
-            "80 MB): pip install 'rootstep[ray]' (pinned: pip install -c requirements.lock -e '.[ray]')") from exc
-    return ray, RayTaskRunner
+        raise RunnerUnavailable(f"--runner {kind} {needs.format(exc=exc)}") from exc
 
 
 @contextmanager
@@ -106,12 +103,12 @@ def start_cluster(runner: Runner | None) -> Iterator[Runner | None]:
         yield runner
         return
     if runner.kind == "dask":
-        distributed, _ = _import_dask()
+        distributed, _ = _import_extra("dask")
         with distributed.LocalCluster(n_workers=runner.workers, threads_per_worker=runner.threads_per_worker,
                                       processes=True, host="127.0.0.1", dashboard_address=None) as cluster:
             yield runner.model_copy(update={"address": cluster.scheduler_address})
         return
-    ray, _ = _import_ray()
+    ray, _ = _import_extra("ray")
     if ray.is_initialized():  # started by the caller (or an enclosing flow): used as it is
         yield runner
         return
@@ -164,14 +161,9 @@ def open_runner(runner: Runner | None, session: "Session") -> Iterator[Placement
         return
     worker = WorkerSpec(limits=session.limits, adapter_options=session.adapter_options, setup=runner.setup)
     with ExitStack() as stack:
-        if runner.kind == "dask":
-            _, DaskTaskRunner = _import_dask()
-            resolved = stack.enter_context(start_cluster(runner))
-            task_runner = DaskTaskRunner(address=resolved.address)
-        else:
-            _, RayTaskRunner = _import_ray()
-            resolved = stack.enter_context(start_cluster(runner))
-            task_runner = RayTaskRunner(address=resolved.address)
+        _, task_runner_class = _import_extra(runner.kind)
+        resolved = stack.enter_context(start_cluster(runner))
+        task_runner = task_runner_class(address=resolved.address)
         _prefect_api_for_workers(stack)
         stack.enter_context(task_runner)
         yield Placement(worker, task_runner)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -88,3 +88,23 @@ def assert_exact_replay(env: dict[str, Any], failed: Any, replayed_calls: int) -
 def last_message_text(messages: list[dict[str, Any]]) -> str:
     """The text of the last message of a chat request (what a scripted agent reacts to)."""
     return str(messages[-1].get("content"))
+
+
+def reply_when(marker: str, then: str, otherwise: str) -> Callable[[list[dict[str, Any]], dict[str, Any]], str]:
+    """A scripted agent answering `then` when the last message holds `marker`, else `otherwise`."""
+    return lambda messages, params: then if marker in last_message_text(messages) else otherwise
+
+
+def register_scripts(scripts: dict[str, Callable[[list[dict[str, Any]], dict[str, Any]], str]]) -> None:
+    """Register each scripted agent with the in-process gateway under its model name (`scripted/<name>`)."""
+    from rootstep.gateway import register_script
+
+    for model, script in scripts.items():
+        register_script(model, script)
+
+
+def scripted_env(name: str, tmp_path_factory: Any, docker_sandbox: Any,
+                 scripts: dict[str, Callable[[list[dict[str, Any]], dict[str, Any]], str]]) -> Iterator[dict[str, Any]]:
+    """`framework_env` with `scripts` (model name: scripted agent) registered with the gateway."""
+    register_scripts(scripts)
+    yield from framework_env(name, tmp_path_factory, docker_sandbox)

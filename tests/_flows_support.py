@@ -17,6 +17,8 @@ from typing import Any
 
 from rootstep.warehouse import Task
 
+from ._adapter_support import register_scripts
+
 TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
 
 
@@ -150,14 +152,8 @@ def perturber(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
 
 
 def register_all() -> None:
-    from rootstep.gateway import register_script
-
-    register_script("flows-ag2-coder", ag2_coder)
-    register_script("flows-ag2-critic", ag2_critic)
-    register_script("flows-smol-manager", smol_manager)
-    register_script("flows-smol-coder", smol_coder)
-    register_script("flows-analyzer", analyzer)
-    register_script("flows-perturber", perturber)
+    register_scripts({"flows-ag2-coder": ag2_coder, "flows-ag2-critic": ag2_critic, "flows-smol-manager": smol_manager,
+                      "flows-smol-coder": smol_coder, "flows-analyzer": analyzer, "flows-perturber": perturber})
 
 
 MODELS = {

@@ -23,7 +23,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+from ._adapter_support import register_scripts
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,14 @@ def kept_version(task: TeamTask, system: str) -> str:
     return task.edge_bug if task.instruction in system else task.good
 
 
+def kept_coder(render: Callable[[TeamTask, str], str]) -> Callable[[list[dict[str, Any]], dict[str, Any]], str]:
+    """A framework's scripted coder: its step (`render`: the framework's coder message) with the kept version."""
+    def coder(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        task = task_of(_text(messages))
+        return render(task, kept_version(task, _system(messages)))
+    return coder
+
+
 # ------------------------------------------------------------------------------------------- AG2
 
 
@@ -92,9 +102,7 @@ def ag2_message(task: TeamTask, code: str) -> str:
             f"print('visible example passes:', {task.call} == {task.expected})\n```")
 
 
-def ag2_coder(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
-    task = task_of(_text(messages))
-    return ag2_message(task, kept_version(task, _system(messages)))
+ag2_coder = kept_coder(ag2_message)
 
 
 def ag2_critic(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
@@ -116,9 +124,7 @@ def smol_code_step(task: TeamTask, code: str) -> str:
             f"assert {task.call} == {task.expected}\nfinal_answer({fence})\n</code>")
 
 
-def smol_coder(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
-    task = task_of(_text(messages))
-    return smol_code_step(task, kept_version(task, _system(messages)))
+smol_coder = kept_coder(smol_code_step)
 
 
 def smol_manager(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
@@ -170,14 +176,9 @@ def team_aware_perturber(messages: list[dict[str, Any]], params: dict[str, Any])
 
 
 def register_team() -> None:
-    from rootstep.gateway import register_script
-
-    register_script("team-ag2-coder", ag2_coder)
-    register_script("team-ag2-critic", ag2_critic)
-    register_script("team-smol-manager", smol_manager)
-    register_script("team-smol-coder", smol_coder)
-    register_script("team-perturber-one-shot", one_shot_perturber)
-    register_script("team-perturber-aware", team_aware_perturber)
+    register_scripts({"team-ag2-coder": ag2_coder, "team-ag2-critic": ag2_critic, "team-smol-manager": smol_manager,
+                      "team-smol-coder": smol_coder, "team-perturber-one-shot": one_shot_perturber,
+                      "team-perturber-aware": team_aware_perturber})
 
 
 TEAM_MODELS = {

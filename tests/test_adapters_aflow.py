@@ -9,7 +9,8 @@ import pytest
 from rootstep.warehouse import Intervention, Task
 
 from ._adapter_support import (
-    add_task, assert_calls_linked_one_per_agent_step, assert_exact_replay, framework_env, last_message_text,
+    add_task, assert_calls_linked_one_per_agent_step, assert_exact_replay, last_message_text, reply_when,
+    scripted_env,
 )
 
 docker = pytest.mark.docker
@@ -20,9 +21,7 @@ PICK_A = "<thought>A is the simplest.</thought>\n<solution_letter>A</solution_le
 PICK_B = "<thought>Only B returns 3 for add(1, 2), as the task's tests require.</thought>\n<solution_letter>B</solution_letter>"
 
 
-def _custom_mixed(messages, params):
-    """Three candidates: only the second approach writes a + b."""
-    return RIGHT if "Approach 2 of 3" in last_message_text(messages) else WRONG
+_custom_mixed = reply_when("Approach 2 of 3", RIGHT, WRONG)  # three candidates: only the second writes a + b
 
 
 def _careless_fixer(messages, params):
@@ -33,13 +32,9 @@ def _careless_fixer(messages, params):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox):
-    from rootstep.gateway import register_script
-
-    register_script("aflow-test-custom-right", lambda m, p: RIGHT)
-    register_script("aflow-test-custom-mixed", _custom_mixed)
-    register_script("aflow-test-pick-a", lambda m, p: PICK_A)
-    register_script("aflow-test-fixer", _careless_fixer)
-    yield from framework_env("aflow", tmp_path_factory, docker_sandbox)
+    yield from scripted_env("aflow", tmp_path_factory, docker_sandbox, {
+        "aflow-test-custom-right": lambda m, p: RIGHT, "aflow-test-custom-mixed": _custom_mixed,
+        "aflow-test-pick-a": lambda m, p: PICK_A, "aflow-test-fixer": _careless_fixer})
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 from rootstep.warehouse import Intervention
 
-from ._adapter_support import add_task, assert_exact_replay, framework_env, last_message_text
+from ._adapter_support import add_task, assert_exact_replay, reply_when, scripted_env
 
 pytestmark = pytest.mark.docker
 
@@ -18,20 +18,13 @@ TESTS = "```python\nassert add(1, 2) == 3\nassert add(10, 5) == 15\nprint('all a
 CHANGES = "The asserts failed: add(1, 2) must be 3. Return a + b instead of a - b."
 
 
-def _coder(messages, params):
-    """Writes the wrong function until a review asks for a change."""
-    return RIGHT if "Return a + b instead" in last_message_text(messages) else WRONG
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox):
-    from rootstep.gateway import register_script
-
-    register_script("mgpt-test-coder", _coder)
-    register_script("mgpt-test-coder-right", lambda m, p: RIGHT)
-    register_script("mgpt-test-tester", lambda m, p: TESTS)
-    register_script("mgpt-test-reviewer", lambda m, p: "APPROVED")  # a careless reviewer
-    yield from framework_env("metagpt", tmp_path_factory, docker_sandbox)
+    yield from scripted_env("metagpt", tmp_path_factory, docker_sandbox, {
+        # the coder writes the wrong function until a review asks for a change
+        "mgpt-test-coder": reply_when("Return a + b instead", RIGHT, WRONG),
+        "mgpt-test-coder-right": lambda m, p: RIGHT, "mgpt-test-tester": lambda m, p: TESTS,
+        "mgpt-test-reviewer": lambda m, p: "APPROVED"})  # a careless reviewer
 
 
 def _run(env, coder: str):

@@ -17,7 +17,9 @@ import pytest
 
 from rootstep.warehouse import Intervention, Task
 
-from ._adapter_support import add_task, assert_exact_replay, framework_env, last_message_text
+from ._adapter_support import (
+    add_task, assert_calls_linked_one_per_agent_step, assert_exact_replay, framework_env, last_message_text,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -137,12 +139,7 @@ def test_coding_task_succeeds(env):
                                                {"id": "task.2", "state": "DONE", "worker": "reviewer"}]
     assert t.final_answer.startswith("--- Subtask task.1 Result ---") and "return a + b" in t.final_answer
     assert t.verdict.success and t.verdict.details["passed"] == 3
-    calls = {c.id: c for c in env["gateway"].calls(t.recording.gateway_run_id)}
-    assert len(calls) == 10 and t.metadata["unlinked_calls"] == []
-    for step in t.steps[1:]:
-        (call_id,) = step.call_ids
-        assert (calls[call_id].agent, calls[call_id].step_index) == (step.agent, step.index)
-    assert t.steps[0].call_ids == []
+    assert_calls_linked_one_per_agent_step(t, env["gateway"], n_calls=10)
 
 
 def test_coding_task_fails(env, failed):

@@ -8,7 +8,9 @@ import pytest
 
 from rootstep.warehouse import Intervention
 
-from ._adapter_support import add_task, assert_exact_replay, framework_env, last_message_text
+from ._adapter_support import (
+    add_task, assert_calls_linked_one_per_agent_step, assert_exact_replay, reply_when, scripted_env,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -24,19 +26,12 @@ CARELESS = ('Thought: This is simple, no need to test.\n<code>\n'
             'final_answer("```python\\ndef add(a, b):\\n    return a - b\\n```")\n</code>')
 
 
-def _manager(messages, params):
-    """Delegates to the coder, then returns its answer once the coder has finished."""
-    return RETURN if "coder finished" in last_message_text(messages) else DELEGATE
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox):
-    from rootstep.gateway import register_script
-
-    register_script("smol-test-manager", _manager)
-    register_script("smol-test-coder-good", lambda m, p: TESTED)
-    register_script("smol-test-coder-careless", lambda m, p: CARELESS)
-    yield from framework_env("smolagents", tmp_path_factory, docker_sandbox)
+    yield from scripted_env("smolagents", tmp_path_factory, docker_sandbox, {
+        # the manager delegates to the coder, then returns its answer once the coder has finished
+        "smol-test-manager": reply_when("coder finished", RETURN, DELEGATE),
+        "smol-test-coder-good": lambda m, p: TESTED, "smol-test-coder-careless": lambda m, p: CARELESS})
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +52,7 @@ def test_coding_task_succeeds(env):
     assert "tests pass" in coder.observation  # the coder's code really ran in the container
     assert coder.tool_calls[0]["name"] == "python_interpreter" and "def add" in coder.tool_calls[0]["arguments"]
     assert t.verdict.success and t.verdict.details["passed"] == 3
-    calls = {c.id: c for c in env["gateway"].calls(t.recording.gateway_run_id)}
-    assert len(calls) == 3 and t.metadata["unlinked_calls"] == []
-    for step in t.steps[1:]:
-        (call_id,) = step.call_ids
-        assert (calls[call_id].agent, calls[call_id].step_index) == (step.agent, step.index)
-    assert t.steps[0].call_ids == []
+    assert_calls_linked_one_per_agent_step(t, env["gateway"], n_calls=3)
 
 
 def test_coding_task_fails(failed):

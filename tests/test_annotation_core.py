@@ -342,20 +342,35 @@ def test_live_call_budget_stops_the_search():
     assert any("live-call budget of 5 spent" in n for n in result.notes)
 
 
+def crashing_once(replay, error: Exception):
+    """`replay` whose first call raises `error` (the sandbox failed), the later ones replay."""
+    first = [True]
+
+    def replay_or_crash(intervention: Intervention):
+        if first:
+            first.clear()
+            raise error
+        return replay(intervention)
+    return replay_or_crash
+
+
+def diverging_once(replay):
+    """`replay` whose first replay reports a divergence from the recording, the later ones do not."""
+    first = [True]
+
+    def replay_or_diverge(intervention: Intervention):
+        traj, verdict, outcome = replay(intervention)
+        if first:
+            first.clear()
+            return traj, verdict, outcome.model_copy(update={"divergence": "--- recorded\n+++ replayed"})
+        return traj, verdict, outcome
+    return replay_or_diverge
+
+
 def test_replays_that_raise_or_diverge_decide_nothing():
     ledger = Ledger({3})
     run = ledger.trajectory()
-    calls = {"n": 0}
-
-    def flaky(intervention: Intervention):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise RuntimeError("sandbox died")
-        if calls["n"] == 2:
-            traj, verdict, outcome = ledger.replay(intervention)
-            return traj, verdict, outcome.model_copy(update={"divergence": "--- recorded\n+++ replayed"})
-        return ledger.replay(intervention)
-
+    flaky = crashing_once(diverging_once(ledger.replay), RuntimeError("sandbox died"))
     answers = iter([diag(3), diag(3, fix=f"value = {correct_value(3)}"), diag(3, fix=f"so value = {correct_value(3)}")])
     analyzer = Recorder("cf-flaky", lambda p, n: decline() if at_step(p) is not None else next(answers))
     result = find_decisive_step(run, analyzer=analyzer.chat, replay=flaky)
@@ -374,14 +389,7 @@ def test_a_fix_whose_replay_crashed_may_be_proposed_again():
     the same fix, and it must be replayed, not rejected as 'already tested'."""
     ledger = Ledger({3})
     run = ledger.trajectory()
-    calls = {"n": 0}
-
-    def crash_once(intervention: Intervention):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise RuntimeError("No such container")
-        return ledger.replay(intervention)
-
+    crash_once = crashing_once(ledger.replay, RuntimeError("No such container"))
     analyzer = Recorder("cf-crash-same", lambda p, n: decline() if at_step(p) is not None else diag(3))
     result = find_decisive_step(run, analyzer=analyzer.chat, replay=crash_once)
     assert [r.intervention.new_content for r in result.replays[:2]] == [result.replays[0].intervention.new_content] * 2
