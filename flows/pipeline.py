@@ -84,6 +84,13 @@ def _side_by_side(stages: dict[str, Callable[[], AnnotateReport]], session: Sess
         return {name: future.result() for name, future in futures.items()}
 
 
+def side_by_side(annotators: list[str]) -> bool:
+    """Whether the annotation stages run at once: only when no annotator is the in-process CPU model. On the
+    local engine two stages split the same cores, and with the agents' replays on a second engine every
+    engine's threads oversubscribe them (the main job measured analyzer calls of 60-120 s for ~100 tokens)."""
+    return len(annotators) > 1 and not any(m.startswith("local/") for m in annotators)
+
+
 def _one_after_another(stages: dict[str, Callable[[], AnnotateReport]]) -> dict[str, tuple[AnnotateReport, float]]:
     """The annotation stages in order, each with its seconds."""
     out: dict[str, tuple[AnnotateReport, float]] = {}
@@ -232,11 +239,8 @@ def pipeline(
                 perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
                 budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0, max_tokens=max_tokens,
                 runner=runner, session=session, mode=inject_mode, causality=causality)
-        # side by side only when the annotators are not the in-process CPU model: on the local engine the two
-        # stages split the same cores (with the agents' replays on a second engine, every engine's threads
-        # then oversubscribe them: analyzer calls took 60-120 s for ~100 tokens in the main job)
-        on_cpu = any(m.startswith("local/") for m, on in ((analyzer_model, counterfactual), (perturber_model, inject)) if on)
-        for name, done in (_one_after_another(stages) if on_cpu else _side_by_side(stages, session)).items():
+        together = side_by_side([m for m, on in ((analyzer_model, counterfactual), (perturber_model, inject)) if on])
+        for name, done in (_side_by_side(stages, session) if together else _one_after_another(stages)).items():
             report.annotated += done[0].runs
             report.stage_seconds[name] = done[1]
         if recheck:  # the labels the counterfactual stage just found, re-done from scratch

@@ -187,3 +187,15 @@ def test_crashed_collection_resumes(prefect_harness, tmp_path, docker_sandbox, m
     assert by_task["flows-s4"].cached and by_task["flows-s4"].run_id == first_s4
     assert not by_task["flows-s1"].cached and by_task["flows-s1"].success is False
     assert wh.count("runs") == 2 and wh.rows("SELECT count(*) AS n FROM raw_runs")[0]["n"] == 2
+
+
+def test_annotation_stages_run_at_once_only_off_the_local_cpu_model():
+    from rootstep.flows.pipeline import _one_after_another, side_by_side
+
+    assert side_by_side(["openai/gpt-4o-mini", "scripted/perturber"])
+    assert not side_by_side(["local/qwen2.5-coder-1.5b", "local/qwen2.5-coder-1.5b"])
+    assert not side_by_side(["openai/gpt-4o-mini", "local/qwen2.5-coder-1.5b"])
+    assert not side_by_side(["openai/gpt-4o-mini"])  # one stage: nothing to run beside it
+    order: list[str] = []
+    done = _one_after_another({"counterfactual": lambda: order.append("cf") or "a", "inject": lambda: order.append("inj") or "b"})
+    assert order == ["cf", "inj"] and [v[0] for v in done.values()] == ["a", "b"] and all(v[1] >= 0 for v in done.values())
