@@ -67,37 +67,33 @@ EXPLORE_SQL = {
 }
 
 
-def _side_by_side(stages: dict[str, Callable[[], AnnotateReport]], session: Session) -> dict[str, tuple[AnnotateReport, float]]:
+def _timed(fn: Callable[[], AnnotateReport]) -> tuple[AnnotateReport, float]:
+    clock = time.perf_counter()
+    out = fn()
+    return out, round(time.perf_counter() - clock, 3)
+
+
+def _at_once(stages: dict[str, Callable[[], AnnotateReport]], session: Session) -> dict[str, tuple[AnnotateReport, float]]:
     """Run the annotation stages (each a Prefect subflow) at the same time, each in a thread with a copy of
     this flow's context so that it stays a subflow of the pipeline: counterfactual searches on failures and
-    fault injection on successes are independent, and together they keep the local engine's slots busy
-    while the other waits on a replay's sandbox. Returns each stage's report and its seconds, in order. A
+    fault injection on successes are independent. Returns each stage's report and its seconds, in order. A
     signal's exception stops `session` before the pool waits for the stages (their units then end at once)."""
-    def timed(fn: Callable[[], AnnotateReport]) -> tuple[AnnotateReport, float]:
-        clock = time.perf_counter()
-        out = fn()
-        return out, round(time.perf_counter() - clock, 3)
-
     with ThreadPoolExecutor(max(len(stages), 1), thread_name_prefix="rootstep-stage") as pool, \
             stopped_by_signals(session):
-        futures = {name: pool.submit(contextvars.copy_context().run, timed, fn) for name, fn in stages.items()}
+        futures = {name: pool.submit(contextvars.copy_context().run, _timed, fn) for name, fn in stages.items()}
         return {name: future.result() for name, future in futures.items()}
-
-
-def side_by_side(annotators: list[str]) -> bool:
-    """Whether the annotation stages run at once: only when no annotator is the in-process CPU model. On the
-    local engine two stages split the same cores, and with the agents' replays on a second engine every
-    engine's threads oversubscribe them (the main job measured analyzer calls of 60-120 s for ~100 tokens)."""
-    return len(annotators) > 1 and not any(m.startswith("local/") for m in annotators)
 
 
 def _one_after_another(stages: dict[str, Callable[[], AnnotateReport]]) -> dict[str, tuple[AnnotateReport, float]]:
     """The annotation stages in order, each with its seconds."""
-    out: dict[str, tuple[AnnotateReport, float]] = {}
-    for name, fn in stages.items():
-        clock = time.perf_counter()
-        out[name] = (fn(), round(time.perf_counter() - clock, 3))
-    return out
+    return {name: _timed(fn) for name, fn in stages.items()}
+
+
+def side_by_side(annotators: list[str]) -> bool:
+    """Whether the annotation stages run at once (`_at_once`): only when no annotator is the in-process CPU
+    model. On the local engine two stages split the same cores, and with the agents' replays on a second engine
+    every engine's threads oversubscribe them (the main job measured analyzer calls of 60-120 s for ~100 tokens)."""
+    return len(annotators) > 1 and not any(m.startswith("local/") for m in annotators)
 
 
 def annotator_for(model: str) -> str:
@@ -240,7 +236,7 @@ def pipeline(
                 budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0, max_tokens=max_tokens,
                 runner=runner, session=session, mode=inject_mode, causality=causality)
         together = side_by_side([m for m, on in ((analyzer_model, counterfactual), (perturber_model, inject)) if on])
-        for name, done in (_side_by_side(stages, session) if together else _one_after_another(stages)).items():
+        for name, done in (_at_once(stages, session) if together else _one_after_another(stages)).items():
             report.annotated += done[0].runs
             report.stage_seconds[name] = done[1]
         if recheck:  # the labels the counterfactual stage just found, re-done from scratch
