@@ -11,7 +11,9 @@ The episode (`_drivers/ag2_driver.py`) is a GroupChat of three agents:
 Speaker order is a fixed function (task -> coder -> executor -> critic -> coder -> ...), never an LLM
 speaker selection, so there are no calls without a step and a replay follows the recorded path.
 `cache_seed=None` (AG2's disk cache would answer calls without reaching the gateway), temperature 0.
-The final answer is the coder's last message.
+The final answer is the coder's last message, read through `team_answer`: small models end the chat with
+an echo (prose about the work, or code that never ran), so a math answer without a marked answer is read
+from the program the executor ran, and a coding answer without code from the coder's last code.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from rootstep.adapters._images import AG2_IMAGE
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
-from rootstep.warehouse import Task
+from rootstep.warehouse import Step, Task
 
 
 class AG2Adapter(Adapter):
@@ -34,6 +36,11 @@ class AG2Adapter(Adapter):
     task_kinds = ("coding", "math")
     driver = "ag2_driver.py"
     image = AG2_IMAGE
+
+    def final_answer(self, task: Task, steps: list[Step], driver_answer: str | None) -> str | None:
+        from rootstep.benchmarks import team_answer
+
+        return team_answer(task, driver_answer, steps, self.answer_agents)
 
     def episode_config(self, task: Task) -> dict[str, Any]:
         return {

@@ -240,29 +240,84 @@ def same_text(a: str, b: str) -> bool:
 _PLACEHOLDER = re.compile(r"\s*<[^<>\n]{2,200}>\s*")
 _NO_CHANGE = re.compile(r"^\W*no (?:changes?|corrections?|fix(?:es)?)(?: (?:is|are))? (?:needed|necessary|required)\b",
                         re.IGNORECASE)
+_INSTRUCTION = re.compile(
+    r"^\W*(?:add|change|replace|remove|modify|update|correct|fix|use|include|insert|delete|move|swap)\s+"
+    r"(?:the|a|an|this|that|it|its|step|line|code|value|calculation|variable|formula|function)\b", re.IGNORECASE)
 _DESCRIBED = re.compile(
     r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
     r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)
 
 
+def described_change(text: str, agent: str) -> str | None:
+    """The first sentence of `text` when it describes a change to a step by `agent` instead of being the
+    message: in the third person ("The coder should have calculated ...", "To correct this, ...") or as an
+    instruction ("Add the calculation of ...", "Change 900 to 300"); else None."""
+    first = re.split(r"(?<=[.!?:])\s|\n", text.strip(), maxsplit=1)[0]
+    if _INSTRUCTION.match(first):
+        return first
+    match = _DESCRIBED.match(first)
+    if match and (match.group("who") is None or match_agent(match.group("who"), [agent]) is not None
+                  or match.group("who").lower() in ("agent", "the agent")):
+        return first
+    return None
+
+
 def not_the_step_itself(text: str, agent: str, field: str) -> str | None:
     """Why `text`, offered as the replacement of a step by `agent`, is not a message that agent could have
     written: the prompt's own placeholder copied back (a 1.5B model answered `"<the full corrupted text of
-    step 7>"`), or a description of the change in the third person ("The coder should have calculated ...",
-    "To correct this, the coder should have written: ..."), which the replay would hand to the next agent as
-    the agent's words. None when it reads as the message itself."""
+    step 7>"`), "No changes needed.", or a description of the change (`described_change`), which the
+    replay would hand to the next agent as the agent's words. None when it reads as the message itself."""
     if _PLACEHOLDER.fullmatch(text):
         return f"{field} is the prompt's placeholder {text.strip()!r}, not the text of the step; write the step itself"
     if _NO_CHANGE.match(text):
         return (f"{field} says no change is needed ({text.strip()[:60]!r}): a replacement must change the step; when "
                 "the step is correct, say so in the form the prompt gives, or name another step")
-    first = re.split(r"(?<=[.!?:])\s|\n", text.strip(), maxsplit=1)[0]
-    match = _DESCRIBED.match(first)
-    if match and (match.group("who") is None or match_agent(match.group("who"), [agent]) is not None
-                  or match.group("who").lower() in ("agent", "the agent")):
+    first = described_change(text, agent)
+    if first is not None:
         return (f"{field} describes a change ({first[:80]!r}) instead of being the message: write the corrected step "
                 f"itself, in {agent}'s own words and format, as the replay will hand it to the next agent")
     return None
+
+
+_PREFACE = re.compile(r"^\s*(?:(?:sure|certainly|okay|ok)\b[^\n]*\n+)?(?:here(?:'s| is)|below is|the (?:corrected|rewritten) "
+                      r"(?:message|step|version))[^\n]{0,80}:\s*\n", re.IGNORECASE)
+
+
+@contextmanager
+def plain_text(chat: ChatLike) -> Iterator[None]:
+    """The chat without its JSON mode (`extra["response_format"]`) for the block: a rewritten step is text."""
+    extra = getattr(chat, "extra", None)
+    mode = extra.pop("response_format", None) if isinstance(extra, dict) else None
+    try:
+        yield
+    finally:
+        if mode is not None:
+            extra["response_format"] = mode  # type: ignore[index]
+
+
+def rewrite_step(chat: ChatLike, step: Step, instruction: str, reason: str, question: str, meter: Meter,
+                 log: list[Asked]) -> tuple[str | None, str | None]:
+    """The step rewritten by `chat` with the described correction made (`rewrite_step.j2`, plain text), or
+    (None, why). Small analyzers mostly say what to change ("The coder should have calculated 300 sheets")
+    rather than write the step, and write code badly inside a JSON string; asked to edit the message itself,
+    they do. The rewrite is held to what a fix is held to: the step's own text, changed."""
+    from rootstep.prompts import render
+
+    def validate(answer: str) -> tuple[str | None, str | None]:
+        text = _PREFACE.sub("", answer, count=1).strip()
+        if text.startswith("<<<") and text.endswith(">>>"):
+            text = text[3:-3].strip()
+        if not text:
+            return None, "the answer is empty; reply with the corrected message"
+        problem = not_the_step_itself(text, step.agent, "the answer")
+        if problem is None and same_text(text, step.content):
+            problem = "the answer is the message unchanged; make the correction"
+        return (None, problem) if problem else (text, None)
+
+    with plain_text(chat):
+        return ask_valid(chat, lambda previous, problem: render(
+            "rewrite_step.j2", question=question, step=step, instruction=instruction, reason=reason,
+            previous_answer=previous, problem=problem), validate, meter, log, "rewrite_step.j2")
 
 
 def try_intervention(
@@ -318,6 +373,20 @@ def verdict_feedback(verdict: Verdict | None, max_chars: int = 3000) -> str:
         details = json.dumps(verdict.details, indent=1, sort_keys=True, default=str)
         text += "\n" + (details if len(details) <= max_chars else details[:max_chars] + " ...")
     return text
+
+
+def replay_said(result: Trajectory | None, verdict: Verdict | None, max_chars: int = 700) -> str | None:
+    """What a replay that still failed ended with, as the analyzer reads it beside the fix it tested: the
+    re-simulated run's final answer (its end, where the answer sits) and the verifier's verdict details."""
+    if result is None or verdict is None:
+        return None
+    final = " ".join((result.final_answer or "").split())
+    half = max_chars // 2
+    final = final if len(final) <= half else "... " + final[-half:]
+    details = json.dumps(verdict.details, sort_keys=True, default=str) if verdict.details else ""
+    room = max_chars - len(final)
+    details = details if len(details) <= room else details[:room] + " ..."
+    return f"final answer: {final!r}" + (f"; verifier: {details}" if details else "")
 
 
 def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **replay_kwargs: Any) -> ReplayFn:

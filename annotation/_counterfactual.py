@@ -42,10 +42,13 @@ from ._attempt import (
     as_index,
     ask_valid,
     check_flip,
+    described_change,
     edit_size,
     json_object,
     model_name,
     not_the_step_itself,
+    replay_said,
+    rewrite_step,
     same_text,
     try_intervention,
     verdict_feedback,
@@ -87,6 +90,9 @@ class Diagnosis(BaseModel):
     tool_calls: list[dict[str, Any]] | None = None
     declined: bool = False
     """Step-specific prompt only: the analyzer judged the step correct (nothing to replay)."""
+    instruction: str | None = None
+    """The analyzer's description of the change when it described the fix instead of writing it; `fix` is
+    then the step rewritten from it (`rewrite_step`)."""
     source: Literal["ranked", "earlier", "sequential", "prior", "joint"] = "ranked"
 
 
@@ -117,6 +123,8 @@ class Attempt(BaseModel):
     """The fix's size (`edit_size`) and whether it states an answer the step did not (`adds_answer`)."""
     repeated: bool = False
     """The fixed replay failed with the run's original final answer: later agents carried the error on."""
+    said: str | None = None
+    """What a replay that still failed ended with (`replay_said`): shown to the analyzer beside the fix."""
 
     @property
     def flipped(self) -> bool:
@@ -202,6 +210,7 @@ def validate_diagnosis(
     may_decline: bool = False,
     tested: set[tuple[int, str]] | None = None,
     leak: Callable[[Step, str], str | None] | None = None,
+    rewrite: bool = False,
 ) -> tuple[Diagnosis | NoAgentError | None, str | None]:
     """Parse and check an analyzer answer; `(Diagnosis, None)` or `(None, the problem to state)`.
 
@@ -212,7 +221,9 @@ def validate_diagnosis(
     one who took it (case and punctuation ignored); the fix is non-empty, differs from the step as
     recorded (an unchanged step would replay the same failure) and was not tested already; with `leak`
     (`answer_leak` over the task), the fix does not hand over the reference answer at a step that gave
-    none (the problem then starts with `answer_leak:`).
+    none (the problem then starts with `answer_leak:`). With `rewrite`, a fix that describes the change
+    (`described_change`) is not a problem: the diagnosis comes back with it as `instruction` and no `fix`,
+    for the caller to have the step rewritten (`rewrite_step`) and checked (`check_fix`).
     """
     data, problem = json_object(answer)
     if data is None:
@@ -246,18 +257,30 @@ def validate_diagnosis(
         return None, "suggested_tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
     if not isinstance(fix, str) or (not fix.strip() and tool_calls is None):
         return None, "suggested_fix must be the non-empty corrected text of the step"
+    reason = str(data.get("reason") or "")
+    if rewrite and fix.strip() and tool_calls is None and described_change(fix, step.agent) is not None:
+        return Diagnosis(step=step.index, agent=step.agent, reason=reason, instruction=fix), None
+    problem = check_fix(step, fix, tool_calls, tested=tested, leak=leak)
+    if problem is not None:
+        return None, problem
+    return Diagnosis(step=step.index, agent=step.agent, reason=reason, fix=fix, tool_calls=tool_calls), None
+
+
+def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = None, *,
+              tested: set[tuple[int, str]] | None = None,
+              leak: Callable[[Step, str], str | None] | None = None) -> str | None:
+    """Why `fix` cannot replace `step` (see `validate_diagnosis`), or None."""
     not_itself = not_the_step_itself(fix, step.agent, "suggested_fix") if fix.strip() else None
     if not_itself is not None:
-        return None, not_itself
+        return not_itself
     if same_text(fix, step.content) and tool_calls is None:
-        return None, f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
+        return f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
     if tested and (step.index, " ".join(fix.split())) in tested and tool_calls is None:
-        return None, f"this exact fix of step {step.index} was already tested and the run still failed"
+        return f"this exact fix of step {step.index} was already tested and the run still failed"
     leaked = leak(step, fix) if leak is not None and fix.strip() else None
     if leaked is not None:
-        return None, f"answer_leak: {leaked}"
-    return Diagnosis(step=step.index, agent=step.agent, reason=str(data.get("reason") or ""), fix=fix,
-                     tool_calls=tool_calls), None
+        return f"answer_leak: {leaked}"
+    return None
 
 
 class _Search:
@@ -311,7 +334,10 @@ class _Search:
                        f"the replay could not run (infrastructure error, not a verdict on the fix; it may be "
                        f"proposed again): {r.error[:200]}" if r.error else
                        f"the run succeeded, but {a.presentation_only}: not accepted, a fix must correct the agent's "
-                       "work" if a.presentation_only else "the re-simulated run still failed")
+                       "work" if a.presentation_only else
+                       "the re-simulated run still failed" + (
+                           ", the later agents repeating the run's original final answer" if a.repeated else "")
+                       + (f" ({a.said})" if a.said else ""))
             fix = a.diagnosis.fix if len(a.diagnosis.fix) <= 600 else a.diagnosis.fix[:600] + " ..."
             out.append({"step": a.diagnosis.step, "agent": a.diagnosis.agent, "fix": fix, "outcome": outcome})
         return out
@@ -339,12 +365,15 @@ class _Search:
 
     def ask_ranked(self) -> tuple[Diagnosis | NoAgentError | None, str | None]:
         failed, tested = self.failed(), self.tested()
-        return ask_valid(
+        diagnosis, why = ask_valid(
             self.analyzer,
             lambda prev, problem: render("analyzer.j2", **self.base, failed=failed, previous_answer=prev, problem=problem),
-            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, leak=self.leak),
+            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, leak=self.leak, rewrite=True),
             self.meter, self.asked, "analyzer.j2",
         )
+        if isinstance(diagnosis, Diagnosis):
+            return self.written(diagnosis, tested)
+        return diagnosis, why
 
     def ask_at(self, step: Step, *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
         failed, tested = self.failed(), self.tested()
@@ -354,12 +383,30 @@ class _Search:
             lambda prev, problem: render("analyzer_at_step.j2", **self.base, failed=failed, step=shown,
                                          require_fix=require_fix, previous_answer=prev, problem=problem),
             lambda answer: validate_diagnosis(self.trajectory, answer, expect_step=step.index,
-                                              may_decline=not require_fix, tested=tested, leak=self.leak),
+                                              may_decline=not require_fix, tested=tested, leak=self.leak, rewrite=True),
             self.meter, self.asked, "analyzer_at_step.j2",
         )
+        if diagnosis is not None and not diagnosis.declined:
+            diagnosis, why = self.written(diagnosis, tested)
         if diagnosis is not None:
             diagnosis = diagnosis.model_copy(update={"source": source})
         return diagnosis, why
+
+    def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:
+        """`diagnosis` with its fix written out: a described change (`instruction`) is rewritten into the step
+        by the analyzer (`rewrite_step`) and checked as any fix (`check_fix`)."""
+        if diagnosis.instruction is None or diagnosis.fix:
+            return diagnosis, None
+        step = self.trajectory.steps[diagnosis.step]
+        text, why = rewrite_step(self.analyzer, step, diagnosis.instruction, diagnosis.reason, self.base["question"],
+                                 self.meter, self.asked)
+        if text is None:
+            return None, f"the described fix of step {step.index} could not be written out: {why}"
+        problem = check_fix(step, text, tested=tested, leak=self.leak)
+        if problem is not None:
+            self.asked.append(Asked(prompt_name="rewrite_step.j2", answer=text, problem=problem))
+            return None, f"the fix of step {step.index} written from its description was refused: {problem}"
+        return diagnosis.model_copy(update={"fix": text}), None
 
     # -------------------------------------------------------------- replays
 
@@ -377,6 +424,8 @@ class _Search:
             attempt.edit["adds_answer"] = gives_answer(self.task, diagnosis.fix) and not gives_answer(self.task, original)
         attempt.repeated = (row.success_after is False and result is not None
                             and same_text(result.final_answer or "", self.trajectory.final_answer or ""))
+        if row.success_after is False:
+            attempt.said = replay_said(result, verdict)
         if row.success_after is True and self.task is not None and self.verify is not None and not joint:
             attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify)
         if attempt.flipped:
@@ -500,7 +549,8 @@ class _Search:
         leaks = [x for x in self.asked if (x.problem or "").startswith("answer_leak:")]
         evidence_notes = [
             ("steps " + "+".join(map(str, a.steps)) if a.joint else f"step {a.diagnosis.step}")
-            + f" ({a.diagnosis.agent}, {a.diagnosis.source}): "
+            + f" ({a.diagnosis.agent}, {a.diagnosis.source}"
+            + (", written from the analyzer's description" if a.diagnosis.instruction else "") + "): "
             + ("succeeded" if a.success else f"succeeded, not causal: {a.not_causal}" if a.not_causal
                else f"succeeded, not accepted: {a.presentation_only}" if a.presentation_only
                else "diverged" if a.replay.divergence else "replay error" if a.replay.error else "still failed")

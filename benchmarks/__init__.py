@@ -12,7 +12,7 @@ Answer contracts (`answer_contract(task)`: the answer line prompts ask for and v
 verdicts (`suspect_reason`, `same_answer`: a failure or a fix that is the check's fault, not an agent's).
 """
 
-from ._answer import AnswerContract, answer_contract, answer_spans, final_answer_span, program_answer
+from ._answer import AnswerContract, answer_contract, answer_spans, final_answer_span, program_answer, team_answer
 from ._code import build_program, extract_code
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
@@ -94,6 +94,7 @@ __all__ = [
     "plain_failure",
     "planted_answer",
     "program_answer",
+    "team_answer",
     "right_answer_in",
     "same_answer",
     "search",

@@ -181,7 +181,7 @@ def program_answer(task: Task, final_answer: str | None, steps: Sequence[Step],
     text = final_answer or ""
     if task.kind == "coding" or not _CODE_BLOCK.search(text):
         return final_answer
-    if any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(without_code(text))):
+    if _marked(text):
         return final_answer
     stripped = text.strip()
     if not stripped:
@@ -200,6 +200,67 @@ def program_answer(task: Task, final_answer: str | None, steps: Sequence[Step],
             output = _EXIT_LINE.sub("", (step.observation or step.content or "").strip(), count=1).strip()
             if output:
                 return f"{text.rstrip()}\n\nProgram output:\n{output}"
+    return final_answer
+
+
+_EXIT_CODE = re.compile(r"^\s*exit\s*code\s*:?\s*(-?\d+)", re.IGNORECASE)
+
+
+def _marked(text: str) -> bool:
+    """`text` states its answer where the prompts ask for it (a box, an `Answer:` line, `the answer is`)."""
+    return any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(without_code(text)))
+
+
+def _giving_step(final_answer: str, steps: Sequence[Step], agents: Collection[str] = ()) -> Step | None:
+    stripped = final_answer.strip()
+    agent_steps = [s for s in reversed(steps) if s.kind == "agent" and (not agents or s.agent in agents)]
+    return (next((s for s in agent_steps if s.content.replace("TERMINATE", "").strip() == stripped), None)
+            or next((s for s in agent_steps if stripped and stripped in s.content), None))
+
+
+def team_answer(task: Task, final_answer: str | None, steps: Sequence[Step], answer_agents: Collection[str]) -> str | None:
+    """The answer of a team whose coder writes programs that an executor runs (AG2), when its last message
+    is not the answer the verifier should read.
+
+    Real small models end such chats with an echo: the coder's last message is prose about the work
+    ("Tom has 91 trees left after 10 years.") or code that never ran. Read, in this order:
+
+    * a math or QA answer that states no marked answer (box, `Answer:` line, `the answer is`): with code,
+      `program_answer` (the output of the run of that code); as prose without code, the output of the
+      team's last program that ran without error before it, appended as `Program output:` (the numbers of
+      the prose describe the work; "91 ... after 10 years" is not 10);
+    * a coding answer without a code block: the code blocks of the last step of `answer_agents` that wrote
+      any, appended as `Code (step N):` (the prose is about that code; the verifier reads code only);
+    * anything else as it is."""
+    text = final_answer or ""
+    if not text.strip():
+        return final_answer
+    if task.kind == "coding":
+        if _CODE_BLOCK.search(text):
+            return final_answer
+        gave = _giving_step(text, steps, answer_agents)
+        before = steps[: gave.index] if gave is not None else steps
+        for step in reversed(before):
+            if step.kind == "agent" and step.agent in answer_agents and _CODE_BLOCK.search(step.content):
+                code = "\n\n".join(m.group(0).strip() for m in _CODE_BLOCK.finditer(step.content))
+                return f"{text.rstrip()}\n\nCode (step {step.index}):\n{code}"
+        return final_answer
+    if _CODE_BLOCK.search(text):
+        return program_answer(task, final_answer, steps)
+    if _marked(text):
+        return final_answer
+    gave = _giving_step(text, steps, answer_agents)
+    before = steps[: gave.index] if gave is not None else steps
+    for step in reversed(before):
+        if step.kind not in ("tool", "environment"):
+            continue
+        raw = (step.observation or step.content or "").strip()
+        code = _EXIT_CODE.match(raw)
+        if not code or int(code.group(1)) != 0:
+            continue  # not a program's run (a reply such as "No code block was found"), or a run that failed
+        output = _EXIT_LINE.sub("", raw, count=1).strip()
+        if output:
+            return f"{text.rstrip()}\n\nProgram output:\n{output}"
     return final_answer
 
 

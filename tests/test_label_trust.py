@@ -518,3 +518,79 @@ def test_a_corruption_that_is_the_prompts_placeholder_is_re_asked():
                          "unnoticed": "the critic trusts the output"})
     corruption, problem = validate_corruption_at(run.steps[3], answer, set(), need_instruction=False)
     assert corruption is None and "placeholder" in problem and QWEN_1_5B_PLACEHOLDER in problem
+
+
+# Replies of local/qwen2.5-coder-1.5b as the analyzer of the main job on a fresh machine (AG2, GSM8K test-474,
+# 2026-11-25, tests/fixtures/real_runs/ag2_gsm8k_test-474.json): the ranked answer described the change
+# ("Change the calculation to ..."), and asked in plain text to make it in the coder's message, it wrote the
+# message (its arithmetic is still wrong: the 1.5B is a weak analyzer, which is what the replay finds out).
+QWEN_1_5B_RANKED_DESCRIBED = (
+    "{\n  \"mistake_step\": 1,\n  \"mistake_agent\": \"coder\",\n  \"reason\": \"The correct calculation should be "
+    "`students_with_desktop = total_students / (3 / 4)`.\",\n  \"suggested_fix\": \"Change the calculation to "
+    "`students_with_desktop = total_students / (3 / 4)`.\"\n}")
+QWEN_1_5B_REWRITTEN = (
+    "```python\n# Given data\ntotal_students = 100  # Total number of students\n\n# Calculate the number of students "
+    "with a desktop computer\nstudents_with_desktop = total_students / (3 / 4)\n\n# Calculate the number of students at "
+    "the grade level\nstudents_at_grade_level = total_students - students_with_desktop\n\n# Print the result\n"
+    "print(f\"Answer: {students_at_grade_level}\")\n```")
+
+
+def _real_ag2_run(name: str) -> tuple[Task, Trajectory]:
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / f"{name}.json").read_text())
+    task = Task.model_validate(data["task"])
+    steps = [Step.model_validate({**s, "call_ids": [f"c{s['index']}"] if s["kind"] == "agent" else []}) for s in data["steps"]]
+    verdict = verify(task, data["final_answer"])
+    return task, Trajectory(framework="ag2", benchmark=task.benchmark, task_id=task.task_id, question=task.prompt,
+                            ground_truth=task.ground_truth, steps=steps, final_answer=data["final_answer"],
+                            verdict=verdict, recording=Recording(gateway_run_id="real-run", task=task))
+
+
+def test_a_described_fix_is_written_into_the_step_in_plain_text_and_replayed():
+    task, run = _real_ag2_run("ag2_gsm8k_test-474")
+    modes: list[Any] = []
+    prompts: list[str] = []
+
+    def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        prompts.append(messages[-1]["content"])
+        modes.append(params.get("response_format"))
+        if "You are editing one message" in prompts[-1]:
+            return QWEN_1_5B_REWRITTEN
+        return QWEN_1_5B_RANKED_DESCRIBED if len(prompts) == 1 else json.dumps({"fix_needed": False, "reason": "fine"})
+
+    register_script("qwen-describes", analyzer)
+    chat = Chat("scripted/qwen-describes", extra={"response_format": {"type": "json_object"}})
+    replay = replayer(run, task, lambda prefix, i: [("executor", "tool", "exitcode: 0 (execution succeeded)\nCode output: Answer: -33.33"),
+                                                    ("critic", "agent", "TERMINATE"), ("coder", "agent", "Answer: -33.33")])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_replays=2, max_candidates=1),
+                                verify=verify)
+
+    # the rewrite prompt shows the step and the described change, never the reference answer, in plain text
+    rewrite = next(p for p in prompts if "You are editing one message" in p)
+    assert run.steps[1].content in rewrite and "Change the calculation to" in rewrite and "80" not in rewrite
+    assert modes[prompts.index(rewrite)] is None and modes[0] == {"type": "json_object"}
+    assert chat.extra == {"response_format": {"type": "json_object"}}  # JSON mode given back
+    # what was replayed is the message the analyzer wrote, and the evidence says how it came about
+    assert replay.calls[0].step == 1 and replay.calls[0].new_content == QWEN_1_5B_REWRITTEN
+    attempt = result.attempts[0]
+    assert attempt.diagnosis.instruction.startswith("Change the calculation to") and attempt.replay.success_after is False
+    assert any("written from the analyzer's description" in note for note in result.annotation.evidence.notes)
+    # the questions after it show what that replay ended with
+    later = prompts[prompts.index(rewrite) + 1:]
+    assert later and all("still failed (final answer: 'Answer: -33.33'; verifier: {" in p for p in later)
+
+
+def test_a_rewrite_that_is_still_a_description_or_unchanged_is_refused():
+    from rootstep.annotation._attempt import rewrite_step
+
+    _, run = _real_ag2_run("ag2_gsm8k_test-474")
+    step = run.steps[1]
+    for bad in ("The coder should have divided by 3/4.", step.content):
+        chat, _ = scripted(f"rewrite-bad-{len(bad)}", [bad, bad])
+        log: list[Asked] = []
+        text, why = rewrite_step(chat, step, "Change the calculation", "", run.question, Meter(Budget(max_reasks=1)), log)
+        assert text is None and ("describes a change" in why or "unchanged" in why) and len(log) == 2
+    chat, _ = scripted("rewrite-preface", ["Here is the corrected message:\n" + QWEN_1_5B_REWRITTEN])
+    text, why = rewrite_step(chat, step, "Change the calculation", "", run.question, Meter(Budget()), [])
+    assert (text, why) == (QWEN_1_5B_REWRITTEN, None)

@@ -50,3 +50,26 @@ def test_without_runs_with_an_agent_between_the_code_and_its_run_ends_the_search
     quoted_last = steps[:16] + [steps[16].model_copy(update={"content": "Looks fine:\n" + final})]
     answer = program_answer(task, final, quoted_last, runs_with=("tester",))
     assert "Program output:\nAnswer:  16.0\n" in answer and verify(task, answer).success
+
+
+def test_ag2s_prose_ending_is_read_with_the_output_of_the_teams_last_program():
+    """AG2 on GSM8K test-7 (0.5B agents): the critic never says TERMINATE and the coder's last message echoes its
+    prose ("... is indeed 560 minutes."); the number the team computed is what the executor printed (step 8,
+    exit code 0), not a number lifted from the prose (the former reading: `last_number` of the sentence)."""
+    task, steps, final = _recorded("ag2_gsm8k_test-7")
+    assert verify(task, final).details["method"] == "last_number"
+    answer = get_adapter("ag2").final_answer(task, steps, final)
+    assert answer.startswith(final) and answer.endswith("Program output:\nCode output: Answer: 560 minutes")
+    assert verify(task, answer).details["method"] != "last_number"
+
+
+def test_ag2s_answer_skips_failed_runs_and_the_no_code_reply():
+    """AG2 on GSM8K test-780: after the prose answer the executor replied "No code block was found" (step 11),
+    the run at step 2 failed (exit code 1): the output read is step 8's, the last run that succeeded."""
+    task, steps, final = _recorded("ag2_gsm8k_test-780")
+    answer = get_adapter("ag2").final_answer(task, steps, final)
+    assert answer == f"{final}\n\nProgram output:\nCode output: 110"
+    # a prose answer that states its answer keeps it; a code answer is read by `program_answer` as before
+    stated = "The team's answer.\nAnswer: 25"
+    assert get_adapter("ag2").final_answer(task, steps, stated) == stated
+    assert get_adapter("ag2").final_answer(task, steps, steps[7].content).endswith("Program output:\nCode output: 110")
