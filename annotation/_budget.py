@@ -48,10 +48,10 @@ class Budget(BaseModel):
 
     @classmethod
     def for_pipeline(cls, **limits: int | float | None) -> "Budget":
-        """The budget of `rootstep pipeline`: `for_annotate` with a wall clock of 300 s per search, so one
+        """The budget of `rootstep pipeline`: `for_annotate` with a wall clock of 420 s per search, so one
         long search cannot hold up the whole run (a search stopped by it never yields a label whose earlier
         steps were untried: `unproven_earliest`). `limits` override."""
-        return cls.for_annotate(**{"max_seconds": 300.0, **limits})
+        return cls.for_annotate(**{"max_seconds": 420.0, **limits})
 
     def for_run(self, agent_steps: int) -> "Budget":
         """This budget with `None` limits sized to a run of `agent_steps` agent steps: a replay for each

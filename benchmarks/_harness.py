@@ -236,9 +236,36 @@ def _mode_asserts(spec, program, seconds):
         ok, value = _run(lambda: exec(compile(test, "<test %d>" % i, "exec"), ns), seconds)
         if ok:
             passed += 1
-        else:
-            failures.append({"test": i, "error": value})
-    return {"passed": passed, "total": len(tests), "failures": failures[:10]}
+        elif len(failures) < 10:
+            failure = {"test": i, "assert": test.strip()[:300], "error": value}
+            if value.startswith("AssertionError"):
+                failure.update(_compared(test, ns, seconds))
+            failures.append(failure)
+    return {"passed": passed, "total": len(tests), "failures": failures}
+
+
+def _compared(test, ns, seconds):
+    """For a failed `assert <got> == <expected>`: both sides' values (what pytest's assertion rewriting
+    shows), so a reader of the verdict sees what the program returned, not only that it was wrong."""
+    import ast
+
+    try:
+        tree = ast.parse(test.strip())
+    except SyntaxError:
+        return {}
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        return {}
+    check = tree.body[0].test
+    if not (isinstance(check, ast.Compare) and len(check.ops) == 1 and isinstance(check.ops[0], ast.Eq)):
+        return {}
+    out = {}
+    for key, node in (("got", check.left), ("expected", check.comparators[0])):
+        expression = ast.Expression(body=node)
+        ok, value = _run(lambda: eval(compile(expression, "<test>", "eval"), ns), seconds)
+        if not ok:
+            return {}
+        out[key] = _safe_repr(value, 200)
+    return out
 
 
 def _mode_humaneval(spec, program, seconds):

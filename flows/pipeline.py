@@ -35,7 +35,7 @@ from .annotate import recheck as recheck_flow
 from .collect import CollectedRun, CollectReport
 from .collect import collect as collect_flow
 
-DEFAULT_BENCHMARKS = {"gsm8k": 3, "mbpp": 1}
+DEFAULT_BENCHMARKS = {"gsm8k": 3, "mbpp": 2}
 DEFAULT_FRAMEWORKS = ["ag2"]
 """The main job's slice, chosen by measurement on a 2-core machine with the offline models: AG2 episodes
 took 30-75 s against 55-170 s for smolagents, and a counterfactual search with the 1.5B analyzer 3-9

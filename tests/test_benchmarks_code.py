@@ -78,6 +78,9 @@ def test_partial_score_counts_passed_asserts(local_sandbox) -> None:
     )
     verdict = verify(task, "def f(x):\n    return x * x if x < 3 else 0\n", sandbox=local_sandbox)
     assert not verdict.success and verdict.details["passed"] == 2 and verdict.score == pytest.approx(2 / 3)
+    # a failed `assert got == expected` shows both sides, as pytest would (what the analyzer reads)
+    assert verdict.details["failures"] == [{"test": 2, "assert": "assert f(3) == 9", "error": "AssertionError: ",
+                                            "got": "0", "expected": "9"}]
 
 
 def test_prints_and_stderr_noise_do_not_matter(local_sandbox) -> None:

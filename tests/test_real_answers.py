@@ -73,3 +73,14 @@ def test_ag2s_answer_skips_failed_runs_and_the_no_code_reply():
     stated = "The team's answer.\nAnswer: 25"
     assert get_adapter("ag2").final_answer(task, steps, stated) == stated
     assert get_adapter("ag2").final_answer(task, steps, steps[7].content).endswith("Program output:\nCode output: 110")
+
+
+def test_ag2s_prose_ending_on_a_coding_task_is_judged_on_the_coders_last_code():
+    """AG2 on MBPP 453 (0.5B agents): the coder's last message is the critic's prose echoed ("The code output is
+    26, ..."), with no code: the verifier found no program to run and the failure looked like a misread
+    verdict. The team's code is the coder's last code block (step 7), which the prose is about."""
+    task, steps, final = _recorded("ag2_mbpp_453")
+    assert "```" not in final
+    answer = get_adapter("ag2").final_answer(task, steps, final)
+    code = steps[7].content.strip()
+    assert answer == f"{final}\n\nCode (step 7):\n{code}"

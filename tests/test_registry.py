@@ -193,7 +193,7 @@ def test_a_trace_format_registered_in_a_test_is_read_by_name_and_detected(tmp_pa
 def test_budget_presets_are_the_commands_defaults():
     from rootstep.flows.cli import budget_options
 
-    assert Budget.for_pipeline() == Budget(max_reasks=1, max_candidates=3, max_seconds=300.0)
+    assert Budget.for_pipeline() == Budget(max_reasks=1, max_candidates=3, max_seconds=420.0)
     assert Budget.for_annotate() == Budget(max_reasks=1, max_candidates=3)
     got: list[Budget] = []
     toy = typer.Typer()
