@@ -273,7 +273,7 @@ def pipeline_cmd(
                                                   help="Framework adapter; repeat for several (default ag2)."),
     system: Optional[list[Path]] = SystemOpt,
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
-                                                  help="NAME:COUNT; repeat for several (default gsm8k:3 and mbpp:1)."),
+                                                  help="NAME:COUNT; repeat for several (default gsm8k:3 and mbpp:2)."),
     model: str = ModelOpt,
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
