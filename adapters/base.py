@@ -42,7 +42,7 @@ import uuid
 from abc import ABC
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -64,6 +64,26 @@ _DRIVER_OUTPUT = TypeAdapter(DriverOutput)
 
 Verifier = Callable[[Task, "str | None"], Verdict]
 """Omega: (task, final answer) -> Verdict."""
+
+
+MODEL_CAUSED = frozenset({"context_window_exceeded", "bad_request"})
+"""Provider error kinds the agents' own requests cause (a transcript grown past the context, a malformed
+request): part of the run. Any other kind (timeout, rate limit, connection, service unavailable, key) is the
+infrastructure failing."""
+
+
+def provider_failures(calls: Sequence[LLMCall]) -> list[str]:
+    """The errors of calls that failed at the provider for reasons of the infrastructure (not `MODEL_CAUSED`)
+    and were not answered on a retry of the same request: the framework saw them (smolagents writes "Error in
+    generating final LLM output: Connection error." as its final answer), so the run says nothing about the
+    agents. The gateway's own retries of a transient error leave no error row."""
+    answered = {c.request_hash for c in calls if c.error is None}
+    out = []
+    for call in calls:
+        kind = str((call.response.get("error") or {}).get("type") or "") if isinstance(call.response, dict) else ""
+        if call.error is not None and kind not in MODEL_CAUSED and call.request_hash not in answered:
+            out.append(f"{kind or 'error'}: {call.error}")
+    return out
 
 
 class AdapterError(RootstepError):
@@ -390,6 +410,11 @@ class Adapter(ABC):
             raise AdapterError(f"{self.name} episode {ctx.run_id} {why} without a trajectory; stderr:\n{result.stderr[-3000:]}"
                                f"\nstdout:\n{result.stdout[-1500:]}")
         calls = gateway.calls(ctx.run_id)
+        failed = provider_failures(calls)
+        if failed:
+            raise AdapterError(
+                f"{self.name} episode {ctx.run_id}: {len(failed)} LLM call(s) failed at the provider and reached the "
+                f"framework (first: {failed[0][:300]}); the run is not a verdict on the agents")
         steps, unlinked = self.steps_from(task, ctx, out, calls, stats)
         answer = self.final_answer(task, steps, out.get("final_answer"))
         verify = verifier or self.verifier or default_verifier()

@@ -4,6 +4,7 @@ in-process gateway: a run that succeeds, one that fails, an exact replay, an int
 from __future__ import annotations
 
 import pytest
+from litellm.llms.custom_llm import CustomLLMError
 
 from rootstep.warehouse import Intervention
 
@@ -33,6 +34,7 @@ def env(tmp_path_factory, docker_sandbox):
     register_script("ag2-test-coder-right", lambda m, p: RIGHT)
     register_script("ag2-test-coder", _coder)
     register_script("ag2-test-critic", _critic)
+    register_script("ag2-test-critic-unreachable", [CustomLLMError(status_code=503, message="Connection error.")], cycle=True)
     yield from framework_env("ag2", tmp_path_factory, docker_sandbox)
 
 
@@ -98,3 +100,28 @@ def test_math_task(env):
     # the coder's prompt is the math one (prompts/ag2_coder.j2 renders per task kind)
     request = env["gateway"].calls(t.recording.gateway_run_id)[0].request
     assert "math problem" in request["messages"][0]["content"]
+
+
+def test_a_provider_that_fails_for_good_makes_the_episode_an_infrastructure_error(env):
+    """The critic's calls fail at the provider (service unavailable, after the gateway's own retries): AG2 gets an
+    error, and whatever the driver reports is not a verdict on the agents (as smolagents' "Error in generating
+    final LLM output: Connection error." final answer was stored as a failure)."""
+    from rootstep.adapters.base import AdapterError
+
+    with pytest.raises(AdapterError, match=r"1 LLM call\(s\) failed at the provider .*service_unavailable"):
+        env["adapter"].run(add_task(), "scripted/ag2-test-coder", agent_models={"critic": "scripted/ag2-test-critic-unreachable"})
+
+
+def test_provider_failures_leave_out_model_caused_errors_and_answered_retries():
+    from rootstep.adapters.base import provider_failures
+    from rootstep.warehouse import LLMCall
+
+    def call(n, digest, kind=None):
+        error = None if kind is None else f"{kind} (5xx) after 3 attempt(s): boom"
+        response = {"error": {"type": kind, "message": "boom"}} if kind else {"choices": []}
+        return LLMCall(run_id="r", framework="ag2", benchmark="b", agent="a", request_hash=digest, counter=n, model="m", provider="scripted", mode="live",
+                       request={}, response=response, error=error)
+
+    assert provider_failures([call(0, "x", "context_window_exceeded"), call(1, "y", "bad_request")]) == []
+    assert provider_failures([call(0, "x", "timeout"), call(1, "x")]) == []  # the framework's retry was answered
+    assert provider_failures([call(0, "x", "timeout"), call(1, "y")]) == ["timeout: timeout (5xx) after 3 attempt(s): boom"]
