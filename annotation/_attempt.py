@@ -52,6 +52,7 @@ class ChatLike(Protocol):
     """
 
     def __call__(self, prompt: str) -> str: ...
+    """A list of messages (`retake_step`) is sent as the whole conversation."""
 
 
 def with_transcript(annotation: Annotation, asked: Sequence[Asked], chat: Any) -> Annotation:
@@ -65,7 +66,7 @@ def model_name(chat: Any, default: str) -> str:
     return str(getattr(chat, "model", None) or default)
 
 
-def call_llm(chat: ChatLike, prompt: str, meter: Meter) -> str:
+def call_llm(chat: ChatLike, prompt: "str | list[dict[str, Any]]", meter: Meter) -> str:
     """One metered call: counts the call, its tokens and cost (what `chat.usage` grew by, when it has one)."""
     before = getattr(chat, "usage", None)
     before = before.model_copy() if isinstance(before, Usage) else None
@@ -241,8 +242,10 @@ _PLACEHOLDER = re.compile(r"\s*<[^<>\n]{2,200}>\s*")
 _NO_CHANGE = re.compile(r"^\W*no (?:changes?|corrections?|fix(?:es)?)(?: (?:is|are))? (?:needed|necessary|required)\b",
                         re.IGNORECASE)
 _INSTRUCTION = re.compile(
-    r"^\W*(?:add|change|replace|remove|modify|update|correct|fix|use|include|insert|delete|move|swap)\s+"
-    r"(?:the|a|an|this|that|it|its|step|line|code|value|calculation|variable|formula|function)\b", re.IGNORECASE)
+    r"^\W*(?:(?:add|change|replace|remove|modify|update|correct|fix|use|include|insert|delete|move|swap)\s+"
+    r"(?:the|a|an|this|that|it|its|step|line|code|value|calculation|variable|formula|function)\b"
+    r"|the (?:correct(?:ed)?|right|proper) (?:calculation|code|formula|line|computation|expression|function|"
+    r"implementation|value|approach) (?:should|would|must) be\b)", re.IGNORECASE)
 _DESCRIBED = re.compile(
     r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
     r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)
@@ -277,6 +280,34 @@ def not_the_step_itself(text: str, agent: str, field: str) -> str | None:
         return (f"{field} describes a change ({first[:80]!r}) instead of being the message: write the corrected step "
                 f"itself, in {agent}'s own words and format, as the replay will hand it to the next agent")
     return None
+
+
+def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, meter: Meter,
+                log: list[Asked]) -> tuple[str | None, str | None]:
+    """Step `step` taken again by `chat` in the agent's seat: the request the agent received at that step, as
+    recorded (its system prompt and the conversation so far), answered by the analyzer's model in plain text.
+    Where the analyzer found a mistake at the step but could not write the corrected message (it described
+    the change, or its rewrite left the message unchanged), the stronger model doing the agent's own work is
+    the correction; the reference answer is never in the request. A retake equal to the step is re-asked
+    (sampled); the caller checks it as any fix (`check_fix`: a retake that hands over the answer at a step
+    that gave none is an `answer_leak`)."""
+
+    def render(previous: str | None, problem: str | None) -> list[dict[str, Any]]:
+        if problem is None:
+            return list(messages)
+        return [*messages, {"role": "assistant", "content": previous or ""},
+                {"role": "user", "content": f"{problem}. Answer the request above again."}]
+
+    def validate(answer: str) -> tuple[str | None, str | None]:
+        text = answer.strip()
+        if not text:
+            return None, "the answer is empty"
+        if same_text(text, step.content):
+            return None, "that is the answer already given; take the step in another way"
+        return text, None
+
+    with plain_text(chat):
+        return ask_valid(chat, render, validate, meter, log, "retake_step")
 
 
 _PREFACE = re.compile(r"^\s*(?:(?:sure|certainly|okay|ok)\b[^\n]*\n+)?(?:here(?:'s| is)|below is|the (?:corrected|rewritten) "

@@ -48,6 +48,7 @@ from ._attempt import (
     model_name,
     not_the_step_itself,
     replay_said,
+    retake_step,
     rewrite_step,
     same_text,
     try_intervention,
@@ -57,6 +58,8 @@ from ._attempt import (
 from ._budget import Budget, Meter
 
 SearchName = Literal["rootstep", "sequential"]
+StepRequest = Callable[[Step], "list[dict[str, Any]] | None"]
+"""`step -> the message list of the recorded request that produced it`, or None (no recording, or tools)."""
 
 
 class TaskContext(BaseModel):
@@ -92,7 +95,10 @@ class Diagnosis(BaseModel):
     """Step-specific prompt only: the analyzer judged the step correct (nothing to replay)."""
     instruction: str | None = None
     """The analyzer's description of the change when it described the fix instead of writing it; `fix` is
-    then the step rewritten from it (`rewrite_step`)."""
+    then the step written for it (`written`)."""
+    written: Literal["retake", "rewrite"] | None = None
+    """How a described fix was written: the step taken again by the analyzer's model in the agent's seat
+    (`retake_step`), or the analyzer's description made in the step's message (`rewrite_step`)."""
     source: Literal["ranked", "earlier", "sequential", "prior", "joint"] = "ranked"
 
 
@@ -288,7 +294,8 @@ class _Search:
 
     def __init__(self, trajectory: Trajectory, verdict: Verdict | None, context: TaskContext, analyzer: ChatLike,
                  replay: ReplayFn, budget: Budget, max_prompt_chars: int, verify: Verify | None = None,
-                 controls: int = 1, repeats: int = 1, deterministic: Deterministic | None = None):
+                 controls: int = 1, repeats: int = 1, deterministic: Deterministic | None = None,
+                 step_request: StepRequest | None = None):
         if not trajectory.steps:
             raise ValueError(f"run {trajectory.id} has no steps to correct")
         verdict = verdict if verdict is not None else trajectory.verdict
@@ -304,6 +311,7 @@ class _Search:
         self.replay = replay
         self.meter = Meter(budget.for_run(sum(1 for s in trajectory.steps if s.kind == "agent")))
         self.controls, self.repeats, self.deterministic = controls, repeats, deterministic
+        self.step_request = step_request
         feedback = verdict_feedback(verdict)
         if context.feedback:
             feedback += "\n" + context.feedback
@@ -393,20 +401,29 @@ class _Search:
         return diagnosis, why
 
     def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:
-        """`diagnosis` with its fix written out: a described change (`instruction`) is rewritten into the step
-        by the analyzer (`rewrite_step`) and checked as any fix (`check_fix`)."""
+        """`diagnosis` with its fix written out. A described change (`instruction`) is the analyzer's finding
+        that step t is wrong without the message that corrects it: the step is taken again by the analyzer's
+        model in the agent's seat from the agent's recorded request (`retake_step`), else the description is
+        made in the step's message (`rewrite_step`); what comes out is checked as any fix (`check_fix`)."""
         if diagnosis.instruction is None or diagnosis.fix:
             return diagnosis, None
         step = self.trajectory.steps[diagnosis.step]
-        text, why = rewrite_step(self.analyzer, step, diagnosis.instruction, diagnosis.reason, self.base["question"],
-                                 self.meter, self.asked)
-        if text is None:
-            return None, f"the described fix of step {step.index} could not be written out: {why}"
-        problem = check_fix(step, text, tested=tested, leak=self.leak)
-        if problem is not None:
-            self.asked.append(Asked(prompt_name="rewrite_step.j2", answer=text, problem=problem))
-            return None, f"the fix of step {step.index} written from its description was refused: {problem}"
-        return diagnosis.model_copy(update={"fix": text}), None
+        tries: list[tuple[Literal["retake", "rewrite"], Callable[[], tuple[str | None, str | None]]]] = []
+        messages = self.step_request(step) if self.step_request is not None else None
+        if messages:
+            tries.append(("retake", lambda: retake_step(self.analyzer, messages, step, self.meter, self.asked)))
+        tries.append(("rewrite", lambda: rewrite_step(self.analyzer, step, diagnosis.instruction or "", diagnosis.reason,
+                                                      self.base["question"], self.meter, self.asked)))
+        whys = []
+        for how, write in tries:
+            text, why = write()
+            if text is not None:
+                why = check_fix(step, text, tested=tested, leak=self.leak)
+                if why is None:
+                    return diagnosis.model_copy(update={"fix": text, "written": how}), None
+                self.asked.append(Asked(prompt_name=f"{how}_step", answer=text, problem=why))
+            whys.append(f"{how}: {why}")
+        return None, f"the described fix of step {step.index} could not be written out ({'; '.join(whys)})"
 
     # -------------------------------------------------------------- replays
 
@@ -550,7 +567,8 @@ class _Search:
         evidence_notes = [
             ("steps " + "+".join(map(str, a.steps)) if a.joint else f"step {a.diagnosis.step}")
             + f" ({a.diagnosis.agent}, {a.diagnosis.source}"
-            + (", written from the analyzer's description" if a.diagnosis.instruction else "") + "): "
+            + {"rewrite": ", written from the analyzer's description",
+               "retake": ", retaken by the analyzer's model in the agent's seat"}.get(a.diagnosis.written or "", "") + "): "
             + ("succeeded" if a.success else f"succeeded, not causal: {a.not_causal}" if a.not_causal
                else f"succeeded, not accepted: {a.presentation_only}" if a.presentation_only
                else "diverged" if a.replay.divergence else "replay error" if a.replay.error else "still failed")
@@ -659,6 +677,7 @@ def find_decisive_step(
     controls: int = 1,
     repeats: int = 1,
     deterministic: Deterministic | None = None,
+    step_request: StepRequest | None = None,
 ) -> CounterfactualResult:
     """Find the earliest agent step whose correction turns the failed `trajectory` into a success.
 
@@ -684,6 +703,9 @@ def find_decisive_step(
             interval on their difference give the label's `confidence` (`rootstep.annotation._confidence`).
         deterministic: `step -> why` its control would reproduce the recorded run (`proven_identical`):
             such controls are recorded as proven identical instead of replayed.
+        step_request: `step -> the messages of the request that produced it` (the recording): a fix the
+            analyzer only described is first sought by having the analyzer's model take that step again in
+            the agent's seat (`retake_step`), then by rewriting the message (`rewrite_step`).
 
     Returns a `CounterfactualResult` whose annotation is verified with the earliest causal step found
     (every earlier agent step tested or judged correct), `unproven_earliest` when earlier steps were
@@ -696,7 +718,7 @@ def find_decisive_step(
     if analyzer is None or replay is None:
         raise TypeError("find_decisive_step needs an analyzer and a replay callable")
     search = _Search(trajectory, verdict, task_context or TaskContext.of(trajectory), analyzer, replay,
-                     budget or Budget(), max_prompt_chars, verify, controls, repeats, deterministic)
+                     budget or Budget(), max_prompt_chars, verify, controls, repeats, deterministic, step_request)
     if prior is not None:
         search.by_prior(prior)
     if search.best is None:

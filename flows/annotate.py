@@ -34,7 +34,7 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from rootstep.benchmarks import is_suspect, suspect_reason
-from rootstep.warehouse import Annotation, Evidence, LLMCall, Trajectory, Usage
+from rootstep.warehouse import Annotation, Evidence, LLMCall, Step, Trajectory, Usage
 
 from rootstep.annotation import (
     Budget,
@@ -214,7 +214,7 @@ class _Limited:
     def max_tokens(self, value: int) -> None:
         self.chat.max_tokens = value
 
-    def __call__(self, prompt: str) -> str:
+    def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         with self.session.model_limit(self.chat.model):
             return self.chat(prompt)
 
@@ -249,6 +249,21 @@ def _recorded(session: Session, trajectory: Trajectory, recorded: list[LLMCall] 
 def _deterministic(trajectory: Trajectory, recorded: list[LLMCall]):
     """`step -> why` a control of that step would replay the recording (`proven_identical`)."""
     return lambda step: proven_identical(recorded, trajectory.steps[step]) if recorded else None
+
+
+def _step_request(recorded: list[LLMCall]):
+    """`step -> the messages of the recorded request that produced it` (its last call), for `retake_step`;
+    None for a step without a recorded call or whose request declared tools (a retake in plain text could
+    not call them)."""
+    by_id = {c.id: c for c in recorded}
+
+    def request(step: Step) -> list[dict[str, Any]] | None:
+        call = by_id.get(step.call_ids[-1]) if step.call_ids else None
+        if call is None or call.request.get("tools") or not isinstance(call.request.get("messages"), list):
+            return None
+        return call.request["messages"]
+
+    return request
 
 
 def _replay_fn(session: Session, trajectory: Trajectory, captured: list[Trajectory],
@@ -307,7 +322,7 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
                                 _chat(session, spec.analyzer_model, spec.max_tokens, trajectory, "analyzer"),
                                 _replay_fn(session, trajectory, captured, recorded), spec.budget, verify=session.verifier,
                                 controls=causality.controls, repeats=causality.repeats, prior=prior,
-                                deterministic=_deterministic(trajectory, recorded))
+                                deterministic=_deterministic(trajectory, recorded), step_request=_step_request(recorded))
     a = _keep(result.annotation, causality)
     agrees = None
     if recheck is not None:

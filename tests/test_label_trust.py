@@ -594,3 +594,40 @@ def test_a_rewrite_that_is_still_a_description_or_unchanged_is_refused():
     chat, _ = scripted("rewrite-preface", ["Here is the corrected message:\n" + QWEN_1_5B_REWRITTEN])
     text, why = rewrite_step(chat, step, "Change the calculation", "", run.question, Meter(Budget()), [])
     assert (text, why) == (QWEN_1_5B_REWRITTEN, None)
+
+
+def test_a_described_fix_is_first_sought_by_retaking_the_step_in_the_agents_seat():
+    """AG2 on GSM8K test-120 (the main job on a fresh machine): the 1.5B analyzer found the coder's step 1 wrong
+    but only described a (wrong) change; in the coder's seat, asked the coder's own recorded request, it wrote the
+    working (2 pads x 30 sheets x 4 weeks = 240) and the replay with it succeeded: the label coder@1 (the first
+    agent step, so nothing earlier to clear). The reference answer is in no retake request."""
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "ag2_gsm8k_test-120.json").read_text())
+    task, run = _real_ag2_run("ag2_gsm8k_test-120")
+    ranked, retaken = data["analyzer_replies"]
+    sent: list[list[dict[str, Any]]] = []
+
+    def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        sent.append(messages)
+        if "You are the analyzer" in messages[-1]["content"]:
+            return ranked if len(sent) == 1 else json.dumps({"fix_needed": False, "reason": "fine"})
+        return retaken
+
+    register_script("qwen-retakes", analyzer)
+    chat = Chat("scripted/qwen-retakes", extra={"response_format": {"type": "json_object"}})
+    replay = replayer(run, task, lambda prefix, i: [
+        ("executor", "tool", "exitcode: 0 (execution succeeded)\nCode output: "),
+        ("critic", "agent", "The answer 240 is correct. TERMINATE")] if "240" in i.new_content else [
+        ("executor", "tool", "exitcode: 0 (execution succeeded)\nCode output: 30.0"), ("critic", "agent", "TERMINATE")])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=1), verify=verify,
+                                step_request=lambda step: data["requests"].get(str(step.index)))
+
+    assert sent[1] == data["requests"]["1"]  # the coder's own request, as recorded: no reference answer in it
+    assert "240" not in json.dumps(sent[1])
+    assert replay.calls[0].step == 1 and replay.calls[0].new_content == retaken.strip()
+    a = result.annotation
+    assert (a.status, a.verified, a.agent, a.step) == ("labelled", True, "coder", 1)
+    assert result.attempts[0].diagnosis.written == "retake"
+    assert any("retaken by the analyzer's model in the agent's seat" in n for n in a.evidence.notes)
+    assert [r.intervention.kind for r in result.replays] == ["fix", "control"]  # the flip has its control

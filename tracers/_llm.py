@@ -54,7 +54,8 @@ class Chat:
         if self.gateway_route is None:
             ensure_provider(self.model)
 
-    def __call__(self, prompt: str) -> str:
+    def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
+        """Ask `prompt` (one user message), or send `prompt` as the whole message list when it is a list."""
         self.last_call_id = None
         if self.gateway_route is not None:
             return self._through_gateway(prompt)
@@ -66,7 +67,7 @@ class Chat:
             kwargs["api_base"] = self.api_base
         response = litellm.completion(
             model=self.model,
-            messages=[{"role": "user", "content": prompt}],
+            messages=_messages(prompt),
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             **kwargs,
@@ -82,12 +83,12 @@ class Chat:
         self.finish_reason = getattr(response.choices[0], "finish_reason", None)
         return response.choices[0].message.content or ""
 
-    def _through_gateway(self, prompt: str) -> str:
+    def _through_gateway(self, prompt: str | list[dict[str, Any]]) -> str:
         """One call to the gateway route; a refused or failed call raises with the gateway's message."""
         import httpx
 
         start = time.perf_counter()
-        body = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+        body = {"model": self.model, "messages": _messages(prompt),
                 "temperature": self.temperature, "max_tokens": self.max_tokens, **self.extra}
         response = httpx.post(f"{self.gateway_route}/chat/completions", json=body,
                               headers={"X-Rootstep-Purpose": GATEWAY_PURPOSE},
@@ -109,6 +110,10 @@ class Chat:
         choice = data["choices"][0]
         self.finish_reason = choice.get("finish_reason")
         return (choice.get("message") or {}).get("content") or ""
+
+
+def _messages(prompt: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
 
 
 class GatewayCallError(RuntimeError):
