@@ -1,7 +1,7 @@
 """The offline model on this machine: seconds per agent call and tokens/s with and without prefix reuse,
 and labels per hour on the main job's slice.
 
-    .venv/bin/python bench/local_model.py [--model local/qwen2.5-coder-0.5b] [--turns 8] [--pair none] [--warehouse ./rootstep-data]
+    .venv/bin/python bench/local_model.py [--model local/qwen2.5-coder-0.5b] [--turns 8] [--warehouse ./rootstep-data]
 
 Measured side by side in one run, in one process, on two engines of the same model that differ only in
 prompt (KV) caching:
@@ -16,9 +16,6 @@ prefix. Each request goes to both engines back to back (the machine is shared: a
 load the same for both). Printed: seconds per call, prompt tokens processed vs reused, prompt and
 generated tokens/s, and the ratio.
 
-Two engines at once (`--pair`, default the analyzer's model): requests to both engines at the same time,
-with the engines taking turns on the cores (`rootstep.gateway._local_model.CORES`) and without.
-
 Labels per hour: from a warehouse the main job wrote (`scripts/main.sh`), verified counterfactual and
 fault-injection labels divided by the wall time spent on them (the collected runs' episode seconds plus
 the annotation searches' seconds), per method.
@@ -32,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 from statistics import median
-from typing import Any, Iterator
+from typing import Any
 
 AGENTS = {
     "coder": "You are the coder of a team solving a math problem. Write Python that prints the answer, then a line "
@@ -126,46 +123,6 @@ def concurrency(engine: Any, question: str, max_tokens: int, levels: list[int]) 
         print(f"{level:>8} {wall:8.1f} {tok_s:16.1f} {wall / n:14.2f}   ({tok_s / base:.2f}x the throughput at 1)")
 
 
-def two_engines(small: Any, large: Any, question: str, max_tokens: int, rounds: int = 2) -> None:
-    """The agents' engine and the analyzer's engine asked at once (a search replays with the one while it asks
-    the other), with the engines taking turns on the cores (`CORES`, what the gateway does) and without
-    (both decoding at once, each with every core), alternated `rounds` times on the same requests."""
-    from concurrent.futures import ThreadPoolExecutor
-    from contextlib import contextmanager
-
-    from rootstep.gateway import _local_model
-
-    class Together:
-        waited_s: dict[str, float] = {}
-
-        @contextmanager
-        def turn(self, name: str) -> Iterator[None]:
-            yield
-
-    agent_requests = [[{"role": "system", "content": AGENTS[a]}, {"role": "user", "content": f"{question}\n({a})"}]
-                      for a in list(AGENTS)[:2]]
-    analyzer_request = [{"role": "user", "content": f"{question}\nWhich step of a solution is most often wrong?"}]
-    jobs = [(small, m) for m in agent_requests] + [(large, analyzer_request)]
-    print(f"\n2 requests to {small.spec.name} and 1 to {large.spec.name} at once ({max_tokens} generated tokens each):")
-    print(f"{'cores':<14} {'wall s':>8} {'gen tok/s (all)':>16}")
-    walls: dict[str, list[float]] = {"taking turns": [], "together": []}
-    turns = _local_model.CORES
-    try:
-        for _ in range(rounds):
-            for label, cores in (("taking turns", turns), ("together", Together())):
-                _local_model.CORES = cores
-                started = time.perf_counter()
-                with ThreadPoolExecutor(len(jobs)) as pool:
-                    rows = list(pool.map(lambda job: call(job[0], job[1], max_tokens), jobs))
-                wall = time.perf_counter() - started
-                walls[label].append(wall)
-                print(f"{label:<14} {wall:8.1f} {sum(r['generated'] for r in rows) / wall:16.1f}")
-    finally:
-        _local_model.CORES = turns
-    a, b = min(walls["taking turns"]), min(walls["together"])
-    print(f"taking turns: {b / a:.2f}x the throughput of both engines decoding at once (best of {rounds} each)")
-
-
 def labels_per_hour(location: str) -> None:
     from rootstep.warehouse import Warehouse
 
@@ -196,13 +153,10 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=48, help="generated tokens per call (fixed: same work)")
     parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 2, 4],
                         help="requests at once to compare (default 1 2 4; none to skip)")
-    parser.add_argument("--pair", default=None,
-                        help="a second local model asked at the same time, with and without turns on the cores "
-                             "(default: the analyzer's default; 'none' to skip)")
     parser.add_argument("--warehouse", default=os.environ.get("ROOTSTEP_WAREHOUSE", "rootstep-data"))
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rootstep.gateway._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
+    from rootstep.gateway._defaults import DEFAULT_MODEL
 
     model = args.model or DEFAULT_MODEL
     name = model.split("/", 1)[1]
@@ -228,11 +182,6 @@ def main() -> None:
           f"({replay_a['s_per_call']:.2f} vs {replay_b['s_per_call']:.2f} s per call)")
     if args.concurrency:
         concurrency(reuse, task_text(), args.max_tokens, sorted(set(args.concurrency)))
-    pair = args.pair or DEFAULT_ANNOTATOR_MODEL
-    if pair != "none" and pair != model:
-        from rootstep.gateway._local_model import engine
-
-        two_engines(reuse, engine(pair.split("/", 1)[1]), task_text(), args.max_tokens)
     labels_per_hour(args.warehouse)
 
 

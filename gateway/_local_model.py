@@ -26,11 +26,6 @@ process, loaded on first use and shared by every concurrent episode.
   prompt caching on: a request continues the slot whose cached prompt shares the longest prefix, and
   llama.cpp's host-memory prompt cache keeps evicted prompts, so the shared prefix is not re-processed
   (`bench/local_model.py` measures it). Concurrent requests are decoded in one batch.
-* **Shared cores**: every engine uses every core (`ROOTSTEP_LOCAL_THREADS`), so two engines decoding at
-  once (the agents' 0.5B replaying while the analyzer's 1.5B answers) oversubscribe the CPU and each runs
-  several times slower. `CORES` makes engines take turns: any number of requests of one engine run
-  together (one batch), a request of another engine waits until they are done, and while it waits new
-  requests of the running engine queue behind it, so neither starves.
 """
 
 from __future__ import annotations
@@ -44,7 +39,6 @@ import re
 import threading
 import time
 import uuid
-from contextlib import contextmanager
 from typing import Any, AsyncIterator, Iterator
 
 from litellm import CustomLLM, ModelResponse
@@ -71,52 +65,6 @@ def gguf_path(name: str) -> str:
 
 class ContextTooLong(CustomLLMError):
     """A request whose prompt does not fit the model's context."""
-
-
-class CoreTurns:
-    """Turns on the CPU between engines: requests of the engine that holds the turn enter at once (llama.cpp
-    batches them); another engine's request waits until they have all left, and from the moment one waits,
-    later requests of the holder queue behind it (first come, first served between engines)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._holder: str | None = None
-        self._inside = 0
-        self._queue: list[str] = []  # engines waiting for a turn, in order of arrival (each at most once)
-        self.waited_s: dict[str, float] = {}
-        """Seconds each engine's requests spent waiting for a turn, summed."""
-
-    def enter(self, name: str) -> None:
-        with self._cond:
-            if self._holder is None:
-                self._holder = name
-            elif self._holder != name or self._queue:
-                started = time.perf_counter()
-                if name not in self._queue:
-                    self._queue.append(name)
-                while self._holder != name or name in self._queue:
-                    self._cond.wait()
-                self.waited_s[name] = self.waited_s.get(name, 0.0) + time.perf_counter() - started
-            self._inside += 1
-
-    def leave(self, name: str) -> None:
-        with self._cond:
-            self._inside -= 1
-            if self._inside == 0:  # the turn passes to the engine that waited longest, with all its requests
-                self._holder = self._queue.pop(0) if self._queue else None
-                self._cond.notify_all()
-
-    @contextmanager
-    def turn(self, name: str) -> Iterator[None]:
-        self.enter(name)
-        try:
-            yield
-        finally:
-            self.leave(name)
-
-
-CORES = CoreTurns()
-"""The process's turns on the CPU, shared by every engine (see the module docstring)."""
 
 
 class Engine:
@@ -160,13 +108,11 @@ class Engine:
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """llama.cpp's `/completion` on a raw prompt (base models, and forced-token scoring)."""
-        with CORES.turn(self.spec.name):
-            return self._check(self.server.handle_completions(self._body(body)))
+        return self._check(self.server.handle_completions(self._body(body)))
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """llama.cpp's `/v1/chat/completions` (the GGUF's chat template) -> a ChatCompletion dict."""
-        with CORES.turn(self.spec.name):
-            return self._check(self.server.handle_chat_completions(self._body({**body, "stream": False})))
+        return self._check(self.server.handle_chat_completions(self._body({**body, "stream": False})))
 
     def stream(self, body: dict[str, Any], on_chunk: Any) -> None:
         """Stream a chat completion: `on_chunk(chunk_dict)` per chunk; it returns True to stop generating."""
@@ -178,9 +124,8 @@ class Engine:
                 return True
             return bool(on_chunk(chunk))
 
-        with CORES.turn(self.spec.name):
-            result = self.server.handle_chat_completions(
-                self._body({**body, "stream": True, "stream_options": {"include_usage": True}}), callback)
+        result = self.server.handle_chat_completions(
+            self._body({**body, "stream": True, "stream_options": {"include_usage": True}}), callback)
         if errors:
             self._check(errors[0])
         if isinstance(result, dict):

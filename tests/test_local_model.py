@@ -28,65 +28,6 @@ CALCULATOR = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}]
 
 
-# ------------------------------------------------------------------------------------ turns on the cores (no model)
-
-def _turn_log(turns, plan: list[tuple[str, float, float]]) -> list[tuple[str, str, float]]:
-    """Run `plan` (engine, start after s, hold s) through `turns` in threads; the enter/leave events."""
-    import time
-
-    events: list[tuple[str, str, float]] = []
-    lock = threading.Lock()
-    t0 = time.perf_counter()
-
-    def request(name: str, start: float, hold: float) -> None:
-        time.sleep(start)
-        with turns.turn(name):
-            with lock:
-                events.append(("in", name, time.perf_counter() - t0))
-            time.sleep(hold)
-            with lock:
-                events.append(("out", name, time.perf_counter() - t0))
-
-    threads = [threading.Thread(target=request, args=step) for step in plan]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    assert not any(t.is_alive() for t in threads), "a request never got its turn"
-    return events
-
-
-def _inside_at_once(events: list[tuple[str, str, float]]) -> list[set[str]]:
-    inside: dict[str, int] = {}
-    seen = []
-    for kind, name, _ in events:
-        inside[name] = inside.get(name, 0) + (1 if kind == "in" else -1)
-        seen.append({n for n, k in inside.items() if k > 0})
-    return seen
-
-
-def test_engines_take_turns_on_the_cores_and_one_engines_requests_run_together():
-    from rootstep.gateway._local_model import CoreTurns
-
-    turns = CoreTurns()
-    events = _turn_log(turns, [("small", 0.0, 0.4), ("small", 0.05, 0.4), ("large", 0.1, 0.2), ("small", 0.2, 0.1)])
-    assert all(len(names) <= 1 for names in _inside_at_once(events)), events  # never two engines at once
-    entered = [name for kind, name, _ in events if kind == "in"]
-    # the two first requests of `small` ran together; `large`, which came next, went before the third `small`
-    assert entered == ["small", "small", "large", "small"], events
-    assert turns.waited_s["large"] > 0.2 and turns.waited_s["small"] > 0.3
-
-
-def test_one_engine_alone_never_waits():
-    from rootstep.gateway._local_model import CoreTurns
-
-    turns = CoreTurns()
-    events = _turn_log(turns, [("small", 0.0, 0.3), ("small", 0.05, 0.3), ("small", 0.1, 0.3)])
-    assert max(len([1 for k, _, _ in events[:i + 1] if k == "in"]) - len([1 for k, _, _ in events[:i + 1] if k == "out"])
-               for i in range(len(events))) == 3
-    assert turns.waited_s == {}
-
-
 # ------------------------------------------------------------------------------------ weights (no model)
 
 def _part_packages(root: Path, prefix: str, chunks: list[bytes]) -> tuple[str, ...]:
