@@ -215,5 +215,5 @@ def test_budget_presets_are_the_commands_defaults():
         params = get_command(app).commands[command].params
         return {p.name: p.default for p in params if p.name in ("max_seconds", "max_candidates", "max_replays")}
 
-    assert defaults("pipeline") == {"max_seconds": 300.0, "max_candidates": 3, "max_replays": None}
+    assert defaults("pipeline") == {"max_seconds": 420.0, "max_candidates": 3, "max_replays": None}
     assert defaults("annotate") == {"max_seconds": None, "max_candidates": 3, "max_replays": None}
