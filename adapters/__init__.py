@@ -89,6 +89,17 @@ def adapter_for(trajectory: Any) -> type["Adapter"]:
     return adapter_class(name)
 
 
+def with_adapter_reads(trajectory: Any) -> Any:
+    """`trajectory` with who-reads-whom on its agent steps (`Step.metadata["reads"]`, from its adapter's
+    `Adapter.reads`) when the framework's agents do not share one chat; unchanged otherwise (and for runs
+    of frameworks this process does not know: imported traces)."""
+    from rootstep.adapters.base import with_reads
+
+    if trajectory.framework not in ADAPTERS and (trajectory.recording is None or trajectory.recording.system is None):
+        return trajectory
+    return with_reads(trajectory, adapter_for(trajectory).reads(trajectory))
+
+
 def use_systems(paths: list[str]) -> list[str]:
     """Register system files (`--system`) here and in every process started from here; their names."""
     from rootstep.adapters._plugins import use_systems as use
@@ -100,6 +111,7 @@ __all__ = [
     "ADAPTERS",
     "adapter_class",
     "adapter_for",
+    "with_adapter_reads",
     "get_adapter",
     "list_adapters",
     "register_adapter",

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rootstep.adapters._images import OPENAI2_CLOSURE, OPENAI2_VERSION
 from rootstep.adapters._visible_tests import visible_tests
-from rootstep.adapters.base import Adapter
+from rootstep.adapters.base import Adapter, with_reads
 from rootstep.prompts import render
 from rootstep.sandboxes import ImageSpec
 from rootstep.warehouse import Task, Trajectory
@@ -98,12 +98,16 @@ def _check_logits(field: str, logits: dict[str, float] | None, roles: list[str],
                              f"{', '.join(roles)}" + (" (no self-loops)" if spatial else ""))
 
 
+DECISION = "decision"
+"""The decision node (`_drivers/agentprune_driver.py`): it reads every agent's output of the last round."""
+
+
 class AgentPruneAdapter(Adapter):
     name = "agentprune"
     package = "rootstep-agentprune (AgentPrune method, reimplemented) on openai"
     version = OPENAI_VERSION
     agents = ("user", "math_solver", "analyst", "programmer", "inspector", "decision")
-    answer_agents = ("decision",)
+    answer_agents = (DECISION,)
     step_kinds = {
         "user": ("human",),
         "math_solver": ("agent",),
@@ -115,6 +119,39 @@ class AgentPruneAdapter(Adapter):
     task_kinds = ("coding", "math", "qa")
     driver = "agentprune_driver.py"
     image = AGENTPRUNE_IMAGE
+
+    @classmethod
+    def reads(cls, trajectory: Trajectory) -> dict[int, list[int]]:
+        """Each agent step's inputs, from the edges its driver recorded (`round`, `spatial_from`,
+        `temporal_from` in the step's metadata): the task, the outputs of its spatial predecessors in this
+        round and of its temporal predecessors in the last round (the programmer's output includes the run
+        of its code, the tool step after it); the decision node reads the last round."""
+        produced: dict[tuple[str, int], list[int]] = {}
+        last: tuple[str, int] | None = None
+        for step in trajectory.steps:
+            r = step.metadata.get("round")
+            if r is None:
+                continue
+            if step.kind == "agent":
+                last = (step.agent, int(r))
+                produced[last] = [step.index]
+            elif step.kind == "tool" and last == (step.agent, int(r)):
+                produced[last].append(step.index)
+        task = [s.index for s in trajectory.steps if s.kind == "human"][:1]
+        out: dict[int, list[int]] = {}
+        for step in trajectory.steps:
+            r = step.metadata.get("round")
+            if step.kind != "agent" or r is None or "spatial_from" not in step.metadata:
+                continue
+            r = int(r)
+            spatial_round = r - 1 if step.agent == DECISION else r
+            seen = list(task)
+            for agent in step.metadata.get("spatial_from") or []:
+                seen += produced.get((agent, spatial_round), [])
+            for agent in step.metadata.get("temporal_from") or []:
+                seen += produced.get((agent, r - 1), [])
+            out[step.index] = sorted({i for i in seen if i < step.index})
+        return out
 
     def settings(self) -> AgentPruneOptions:
         try:
@@ -159,4 +196,4 @@ class AgentPruneAdapter(Adapter):
         graph = trajectory.steps[0].metadata.get("graph") if trajectory.steps else None
         if graph is not None:
             trajectory.metadata = {**trajectory.metadata, "agentprune": graph}
-        return trajectory
+        return with_reads(trajectory, self.reads(trajectory))

@@ -111,6 +111,16 @@ def default_verifier(sandbox: "Sandbox | None" = None) -> Verifier:
     return verify
 
 
+def with_reads(trajectory: Trajectory, reads: dict[int, list[int]]) -> Trajectory:
+    """`trajectory` with each agent step's inputs (`reads`: step -> the earlier steps its agent was shown)
+    in `Step.metadata["reads"]`; the same trajectory when `reads` is empty (a shared chat)."""
+    if not reads:
+        return trajectory
+    steps = [s.model_copy(update={"metadata": {**s.metadata, "reads": reads[s.index]}}) if s.index in reads else s
+             for s in trajectory.steps]
+    return trajectory.model_copy(update={"steps": steps})
+
+
 class Adapter(ABC):
     """Runs one framework inside its sandbox image, through the gateway, and replays it.
 
@@ -147,6 +157,14 @@ class Adapter(ABC):
     """Agents whose steps are independent candidates of an ensemble (sampled without seeing each other,
     then voted on): fault injection does not corrupt a candidate whose answer the majority repeats."""
     image: ClassVar["ImageSpec"]
+
+    @classmethod
+    def reads(cls, trajectory: Trajectory) -> dict[int, list[int]]:
+        """Who reads whom: agent step -> the earlier steps its agent was shown, for frameworks whose agents
+        do not all share one chat (AgentPrune's sampled graph). Empty (the default): every step saw every
+        earlier one. `with_reads` puts it in `Step.metadata["reads"]`, which the analyzer's and perturber's
+        prompts show beside each step."""
+        return {}
 
     def __init__(
         self,

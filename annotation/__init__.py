@@ -14,14 +14,15 @@ Public face:
   (what a replay callable reports: its `Usage`, a divergence or an error), `ReplayFn`, and
   `adapter_replay(adapter, trajectory)`, the `ReplayFn` over a framework adapter's `replay`.
 - `Asked`, `with_transcript`: the analyzer's / perturber's calls, kept on the annotation as evidence.
-- `Effect`, `effect`, `band`, `wilson`: the confidence of a label (flips against controls, Wilson bounds).
+- `Effect`, `effect`, `band`, `probability_greater`, `wilson`: the confidence of a label (the probability
+  that the intervention raised the flip rate against the controls, and a Wilson interval on the difference).
 See docs/annotation.md.
 """
 
 
 from ._attempt import Asked, ReplayFn, ReplayOutcome, adapter_replay, proven_identical, rewrite_budget, with_transcript
 from ._budget import Budget, Meter
-from ._confidence import Effect, band, effect, wilson
+from ._confidence import Effect, band, effect, probability_greater, wilson
 from ._counterfactual import (
     Attempt,
     CounterfactualResult,
@@ -84,5 +85,6 @@ __all__ = [
     "truncate_message",
     "validate_corruption",
     "validate_diagnosis",
+    "probability_greater",
     "wilson",
 ]

@@ -582,9 +582,92 @@ def check_flip(
                      proven_why=deterministic, effect=result, causal=why_not is None, why_not=why_not)
 
 
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|==|!=|<=|>=|//|\*\*|[-+*/%<>=]")
+_ARITHMETIC = re.compile(r"\b(?:subtract\w*|addition|plus|minus|multipl\w*|divid\w*|division|quotient|"
+                         r"sum of|product of|difference of)\b", re.IGNORECASE)
+"""Words that claim an arithmetic operation was changed (not "add", which also means "append")."""
+_OPERATOR_WORDS = {
+    "+": ("add", "plus", "sum", "addition", "adding", "increase"),
+    "-": ("subtract", "minus", "difference", "subtraction", "subtracting", "subtracted", "decrease"),
+    "*": ("multiply", "times", "product", "multiplication", "multiplying", "multiplied"),
+    "/": ("divide", "division", "dividing", "divided", "quotient", "ratio"),
+    "//": ("divide", "division", "floor", "integer"),
+    "%": ("modulo", "remainder", "mod"),
+    "**": ("power", "exponent", "square", "squared"),
+    "<": ("less", "smaller", "lower"), ">": ("greater", "larger", "bigger", "higher"),
+    "<=": ("less", "smaller", "lower", "most"), ">=": ("greater", "larger", "least"),
+    "==": ("equal", "equals", "same"), "!=": ("equal", "different", "unequal"),
+}
+_STOPWORDS = frozenset(
+    "a an and are as at be by for from in into is it its of on or not no that the then this to was were with "
+    "which will should would step agent code value values line lines instead changed change changes".split())
+MAX_SUMMARY_CHARS = 400
+
+
+def _changed_tokens(original: str, new: str) -> list[tuple[list[str], list[str]]]:
+    """The stretches an edit changed, as (tokens removed, tokens inserted) pairs (identifiers whole, numbers,
+    operators; a word-level diff, so tokens on unchanged stretches are not changes)."""
+    a, b = _TOKEN.findall(original), _TOKEN.findall(new)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [(a[i1:i2], b[j1:j2]) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+
+
+def edit_summary(original: str, new: str, max_chars: int = MAX_SUMMARY_CHARS) -> str:
+    """What an edit did, read from the two texts (never from anyone's account of it): the changed lines as
+    `- old` / `+ new` pairs, or `replaced 'x' with 'y'` when one line changed within 80 characters."""
+    old_lines, new_lines = original.splitlines(), new.splitlines()
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    if len(changes) == 1 and changes[0][0] == "replace" and changes[0][2] - changes[0][1] == 1 == changes[0][4] - changes[0][3]:
+        _, i1, _, j1, _ = changes[0]
+        x, y = old_lines[i1], new_lines[j1]
+        inner = difflib.SequenceMatcher(None, x, y, autojunk=False)
+        spans = [op for op in inner.get_opcodes() if op[0] != "equal"]
+        a1, a2, b1, b2 = spans[0][1], spans[-1][2], spans[0][3], spans[-1][4]
+        if max(a2 - a1, b2 - b1) <= 80:  # one stretch of the line (its first to its last change)
+            text = f"replaced {x[a1:a2]!r} with {y[b1:b2]!r} in the line {y.strip()!r}"
+            return text if len(text) <= max_chars else text[: max_chars - 4] + " ..."
+    parts = []
+    for _, i1, i2, j1, j2 in changes:
+        parts += [f"- {line.strip()}" for line in old_lines[i1:i2] if line.strip()]
+        parts += [f"+ {line.strip()}" for line in new_lines[j1:j2] if line.strip()]
+    text = "; ".join(parts) or "whitespace only"
+    return text if len(text) <= max_chars else text[: max_chars - 4] + " ..."
+
+
+def unfounded_description(description: str, original: str, new: str) -> str | None:
+    """Why `description` (a perturber's account of its corruption) is not an account of the edit from
+    `original` to `new`, or None. A lexical check, read from the two texts:
+
+    * it claims an arithmetic change (subtract, multiply, division, ...) but the edit wrote no operator and
+      no number (none inserted or swapped): the 1.5B wrote "it should subtract ... not add them" for an edit that only
+      cut a program down to a bare line of it (no fence, no print: nothing ran);
+    * it names nothing the edit changed: no identifier (whole), number or operator removed or inserted
+      (an operator also by its word: "subtract" for `-`; a number also by the change: "added 7" for 10 -> 17),
+      stop words left out.
+    A vague account ("a subtle slip") fails the second test too: the label's reason is then the edit itself."""
+    stretches = _changed_tokens(original, new)
+    written = {t for removed, inserted in stretches if any(x in _OPERATOR_WORDS for x in inserted)
+               for t in removed + inserted if t in _OPERATOR_WORDS}
+    numbers = [t for _, inserted in stretches for t in inserted if t[0].isdigit()]
+    claimed = sorted({m.group(0).lower() for m in _ARITHMETIC.finditer(description)})
+    if claimed and not written and not numbers:
+        return f"it speaks of {', '.join(claimed)}, but the edit wrote no operator and no number"
+    changed = {t.lower() for removed, inserted in stretches for t in removed + inserted} - _STOPWORDS
+    if ({w.lower() for w in _TOKEN.findall(description)} - _STOPWORDS) & changed:
+        return None
+    said = {w.lower() for w in re.findall(r"[A-Za-z]+", description)}
+    if any(said & set(_OPERATOR_WORDS[op]) for op in written):
+        return None
+    if numbers and re.search(r"\d", description):
+        return None  # a number changed and the account gives one (the new value, or the change: "added 7")
+    return "it names nothing the edit changed"
+
+
 def edit_size(original: str, new: str) -> dict[str, Any]:
     """How much a fix or corruption changed its step: characters and lines changed (inserted, deleted or
-    replaced, whichever side is longer per change), their share of the step, and the length ratio."""
+    replaced, whichever side is longer per change), their share of the step, the length ratio, and what
+    changed (`edit_summary`)."""
     def changed(a: Sequence[Any], b: Sequence[Any]) -> int:
         matcher = difflib.SequenceMatcher(None, a, b, autojunk=len(a) + len(b) > 20_000)
         return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
@@ -592,4 +675,4 @@ def edit_size(original: str, new: str) -> dict[str, Any]:
     chars = changed(original, new)
     return {"chars_changed": chars, "lines_changed": changed(original.splitlines(), new.splitlines()),
             "share": round(chars / max(len(original), len(new), 1), 3),
-            "growth": round(len(new) / max(len(original), 1), 2)}
+            "growth": round(len(new) / max(len(original), 1), 2), "summary": edit_summary(original, new)}

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.benchmarks import Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
+from rootstep.benchmarks import RunProgram, Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
 from rootstep.prompts import render, render_steps
 from rootstep.tracers import match_agent
 from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
@@ -295,7 +295,7 @@ class _Search:
     def __init__(self, trajectory: Trajectory, verdict: Verdict | None, context: TaskContext, analyzer: ChatLike,
                  replay: ReplayFn, budget: Budget, max_prompt_chars: int, verify: Verify | None = None,
                  controls: int = 1, repeats: int = 1, deterministic: Deterministic | None = None,
-                 step_request: StepRequest | None = None):
+                 step_request: StepRequest | None = None, run_program: RunProgram | None = None):
         if not trajectory.steps:
             raise ValueError(f"run {trajectory.id} has no steps to correct")
         verdict = verdict if verdict is not None else trajectory.verdict
@@ -305,6 +305,7 @@ class _Search:
         self.verdict = verdict
         self.task = context.task
         self.verify = verify
+        self.run_program = run_program
         self.no_agent_error: NoAgentError | None = None
         self.success_before = None if verdict is None else verdict.success
         self.analyzer = analyzer
@@ -363,7 +364,7 @@ class _Search:
         final = answer_step(self.trajectory)
         if final is not None and final.index == step.index:
             return None
-        return answer_leak(self.task, step.content, fix, self.verify)
+        return answer_leak(self.task, step.content, fix, self.verify, self.run_program)
 
     def tested(self) -> set[tuple[int, str]]:
         return {(a.diagnosis.step, " ".join(a.diagnosis.fix.split())) for a in self.decided()}
@@ -438,7 +439,8 @@ class _Search:
         original = self.trajectory.steps[diagnosis.step].content
         attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint), edit=edit_size(original, diagnosis.fix))
         if self.task is not None:
-            attempt.edit["adds_answer"] = gives_answer(self.task, diagnosis.fix) and not gives_answer(self.task, original)
+            attempt.edit["adds_answer"] = (gives_answer(self.task, diagnosis.fix, self.run_program)
+                                           and not gives_answer(self.task, original, self.run_program))
         attempt.repeated = (row.success_after is False and result is not None
                             and same_text(result.final_answer or "", self.trajectory.final_answer or ""))
         if row.success_after is False:
@@ -521,16 +523,18 @@ class _Search:
 
     def joint(self) -> None:
         """Several causes: when fixes at two or more erring steps before the label (any steps when nothing
-        flipped) each failed with the run's original final answer (`repeated`: the later agents repeated the
-        error), replay them all at once. A
-        joint flip that the controls confirm is a multi-step label (the set; the earliest step primary),
-        and it replaces a single-step label on a later step (the last aggregator's)."""
+        flipped) each failed, replay them all at once. A fix at one step is undone when other agents that
+        did not read it (AgentPrune's graph: `Step.metadata["reads"]`) or that repeat the error (the replay
+        ended with the run's original answer: `repeated`) carry the same mistake on; only the fix of every
+        step that carries it shows the cause. A joint flip that the controls confirm is a multi-step label
+        (the set; the earliest step primary), and it replaces a single-step label on a later step (the last
+        aggregator's). A step the analyzer judged correct is never in the set."""
         if self.no_agent_error is not None:
             return
         limit = self.best.diagnosis.step if self.best is not None else len(self.trajectory.steps)
         erring: dict[int, Diagnosis] = {}
         for a in self.decided():
-            if a.repeated and a.diagnosis.step < limit:
+            if a.replay.success_after is False and a.diagnosis.step < limit:
                 erring[a.diagnosis.step] = a.diagnosis  # the last fix tried at that step
         if len(erring) < 2:
             return
@@ -678,6 +682,7 @@ def find_decisive_step(
     repeats: int = 1,
     deterministic: Deterministic | None = None,
     step_request: StepRequest | None = None,
+    run_program: RunProgram | None = None,
 ) -> CounterfactualResult:
     """Find the earliest agent step whose correction turns the failed `trajectory` into a success.
 
@@ -706,6 +711,9 @@ def find_decisive_step(
         step_request: `step -> the messages of the request that produced it` (the recording): a fix the
             analyzer only described is first sought by having the analyzer's model take that step again in
             the agent's seat (`retake_step`), then by rewriting the message (`rewrite_step`).
+        run_program: `code -> what it printed` (`rootstep.benchmarks.sandbox_runner`; the flows pass one
+            over the session's verification sandbox): for math and QA, what a step's or a fix's fenced Python
+            prints is what it states (`answer_leak`, `gives_answer`). None: only the text is read.
 
     Returns a `CounterfactualResult` whose annotation is verified with the earliest causal step found
     (every earlier agent step tested or judged correct), `unproven_earliest` when earlier steps were
@@ -718,7 +726,8 @@ def find_decisive_step(
     if analyzer is None or replay is None:
         raise TypeError("find_decisive_step needs an analyzer and a replay callable")
     search = _Search(trajectory, verdict, task_context or TaskContext.of(trajectory), analyzer, replay,
-                     budget or Budget(), max_prompt_chars, verify, controls, repeats, deterministic, step_request)
+                     budget or Budget(), max_prompt_chars, verify, controls, repeats, deterministic, step_request,
+                     run_program)
     if prior is not None:
         search.by_prior(prior)
     if search.best is None:

@@ -40,7 +40,8 @@ from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step,
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
-    json_object, model_name, not_the_step_itself, same_text, try_intervention, with_transcript,
+    json_object, model_name, not_the_step_itself, same_text, try_intervention, unfounded_description,
+    with_transcript,
 )
 from ._budget import Budget, Meter
 from ._counterfactual import TaskContext
@@ -468,6 +469,15 @@ class _Injection:
             notes.insert(0, f"persistent injection: step {c.step} was corrupted and the instruction {c.instruction!r} "
                             f"was appended to {c.agent}'s system prompt for the rest of the run; the label is the first "
                             "corrupted step")
+        original = t.steps[c.step].content
+        unfounded = unfounded_description(c.description, original, c.content) if c.source == "perturber" else None
+        reason = c.description
+        if unfounded is not None:
+            # the perturber's account is its claim; what the edit did is read from the two texts
+            reason = (f"{proof.edit.get('summary') or 'the step was rewritten'} (the perturber described it as "
+                      f"{c.description!r}: {unfounded})")
+            notes.append(f"the perturber's description is not an account of its edit ({unfounded}): the label's "
+                         "reason is the edit itself")
         annotation = Annotation(
             run_id=failed_run.id,
             framework=failed_run.framework,
@@ -477,7 +487,7 @@ class _Injection:
             step=c.step,
             verified=True,
             annotator=annotator,
-            evidence=Evidence(reason=c.description, corruption=c.content, replay_ids=[r.id for r in replays], notes=notes),
+            evidence=Evidence(reason=reason, corruption=c.content, replay_ids=[r.id for r in replays], notes=notes),
             cost=cost,
             metadata={"source_run_id": t.id, "proof_replay_id": proof.replay.id, "corruption_source": c.source,
                       "perturbation": c.name, "tool_calls_changed": c.tool_calls is not None, "mode": applied,
@@ -485,7 +495,8 @@ class _Injection:
                       "position": round(c.step / max(len(t.steps) - 1, 1), 3), "points": self.points,
                       "steps": [c.step], "multi_step": False, "edit": proof.edit, "flip_check": proof.check.summary(),
                       "confidence": proof.check.effect.confidence, "answer_leaks": leaks,
-                      "control_replays": self.meter.control_replays, "earliest": "by construction"},
+                      "control_replays": self.meter.control_replays, "earliest": "by construction",
+                      "description": c.description, "description_unfounded": unfounded},
         )
         annotation = with_transcript(annotation, self.asked, self.perturber)
         return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, **common)

@@ -10,6 +10,8 @@ Benchmarks: `list_benchmarks()`; a new one is a JSONL file plus a verifier name 
 HotpotQA's paragraphs are searched offline with `search` / `task_search`. See docs/benchmarks.md.
 Answer contracts (`answer_contract(task)`: the answer line prompts ask for and verifiers read) and suspect
 verdicts (`suspect_reason`, `same_answer`: a failure or a fix that is the check's fault, not an agent's).
+What a math/QA text's fenced Python prints (`program_output`, run by `sandbox_runner` in a sandbox) counts
+as stated by it in `gives_answer` / `answer_leak`.
 """
 
 from ._answer import AnswerContract, answer_contract, answer_spans, final_answer_span, program_answer, team_answer
@@ -19,6 +21,7 @@ from ._errors import BenchmarkError, ValidationError
 from ._gaia import gaia_match
 from ._math import extract_math_answer, last_boxed, math_equal, normalize_latex
 from ._numeric import extract_number, parse_number
+from ._program_output import RunProgram, program_output, python_program, sandbox_runner
 from ._qa import exact_match, f1_score, normalize_answer
 from ._registry import (
     BENCHMARKS,
@@ -60,6 +63,7 @@ __all__ = [
     "BenchmarkInfo",
     "Hit",
     "Paragraph",
+    "RunProgram",
     "ValidationError",
     "VerifierInfo",
     "Verify",
@@ -94,9 +98,12 @@ __all__ = [
     "plain_failure",
     "planted_answer",
     "program_answer",
+    "program_output",
+    "python_program",
     "team_answer",
     "right_answer_in",
     "same_answer",
+    "sandbox_runner",
     "search",
     "select",
     "suspect_reason",

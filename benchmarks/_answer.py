@@ -109,8 +109,8 @@ def _bare_answer_line(line: str) -> bool:
     """A short line that holds a value and no prose: no word of three letters or more outside LaTeX
     commands (`\\frac{1}{2}`, `(3, \\pi)`, `x = 5` are bare; `Thus x = 5` is not)."""
     span = clean_span(line)
-    if not span or len(span) > 60 or span.endswith(":"):
-        return False
+    if not span or len(span) > 60 or span.endswith(":") or not re.search(r"[A-Za-z0-9]", span):
+        return False  # a code fence's closing line (```) or punctuation holds no value
     return not re.search(r"(?<![\\A-Za-z])[A-Za-z]{3,}", span)
 
 

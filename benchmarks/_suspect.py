@@ -27,6 +27,7 @@ from rootstep.warehouse import Step, Task, Verdict
 
 from ._answer import _bare_answer_line, answer_spans
 from ._code import extract_code
+from ._program_output import RunProgram, program_output
 
 Verify = Callable[[Task, "str | None"], Verdict]
 
@@ -185,28 +186,53 @@ def same_answer(task: Task, original: str, fix: str, verify: Verify) -> str | No
     return None
 
 
-def gives_answer(task: Task, text: str) -> bool:
+def gives_answer(task: Task, text: str, run_program: RunProgram | None = None) -> bool:
     """Whether `text` states an answer to the task: code (code tasks), or a final-answer span (a box, an
     `Answer:` line, an answer phrase, GSM8K's `####`, a bare value as the last line). A plan, a delegation,
-    a review or a partial computation states none."""
+    a review or a partial computation states none. With `run_program` (math and QA), a text whose fenced
+    Python prints something gives an answer too: what it prints (`program_output`)."""
     if _is_code(task):
         return code_key(text, task.metadata.get("entry_point")) is not None
-    return "####" in text or any(method != "whole" or _bare_answer_line(span) for span, method in answer_spans(text))
+    if "####" in text or any(method != "whole" or _bare_answer_line(span) for span, method in answer_spans(text)):
+        return True
+    return program_output(text, run_program) is not None
 
 
-def answer_leak(task: Task, original: str, fix: str, verify: Verify) -> str | None:
+def _printed_right(task: Task, text: str, verify: Verify, run_program: RunProgram | None) -> str | None:
+    """Where what `text`'s program prints (math and QA) states a right answer, read as `Program output:` is
+    read in a team's answer (`right_answer_in` with its last number), naming what it printed; or None."""
+    printed = None if _is_code(task) else program_output(text, run_program)
+    if printed is None:
+        return None
+    found = right_answer_in(task, f"Program output:\n{printed}", verify, last_number=True)
+    if found is None:
+        return None
+    shown = printed if len(printed) <= 200 else "..." + printed[-200:]
+    return f"its program prints {shown!r}, {found}"
+
+
+def answer_leak(task: Task, original: str, fix: str, verify: Verify,
+                run_program: RunProgram | None = None) -> str | None:
     """Why `fix` hands over the answer, or None: the step it replaces states no answer to the task (see
     `gives_answer`), but the fix states the reference answer, as the task's verifier reads it (any
     candidate span or the last number; code: a program that passes the tests). Correcting a step that
-    itself gave a (wrong) answer is legitimate and never a leak."""
+    itself gave a (wrong) answer is legitimate and never a leak.
+
+    `run_program` (math and QA): what a text's fenced Python prints is stated by that text. A step whose
+    program prints something gave an answer; a fix whose program prints the reference answer at a step that
+    gave none states it (the reason names what it printed). A program that fails or prints nothing states
+    nothing. The step's program is run only when the fix would otherwise be a leak."""
     last_number = not _is_code(task)
     if gives_answer(task, original) or right_answer_in(task, original, verify, last_number=last_number) is not None:
         return None  # it gave an answer (correcting it is legitimate), or the right one already (re-formatting)
     if last_number and corrects_a_result(original, fix):
         return None
-    found = right_answer_in(task, fix, verify, last_number=last_number)
+    found = (right_answer_in(task, fix, verify, last_number=last_number)
+             or _printed_right(task, fix, verify, run_program))
     if found is None:
         return None
+    if last_number and program_output(original, run_program) is not None:
+        return None  # the step's program printed an answer: correcting it is legitimate
     return (f"the step states no answer to the task (a plan, a delegation, a partial computation or a review), but "
             f"the fix states the reference answer ({found}): a fix must correct the step's own work, not hand over "
             "the answer")
@@ -224,13 +250,15 @@ def corrects_a_result(original: str, fix: str, min_similarity: float = 0.6) -> b
     return SequenceMatcher(None, original, fix, autojunk=False).ratio() >= min_similarity
 
 
-def planted_answer(task: Task, original: str, corruption: str, verify: Verify) -> str | None:
+def planted_answer(task: Task, original: str, corruption: str, verify: Verify,
+                   run_program: RunProgram | None = None) -> str | None:
     """The mirror of `answer_leak` for fault injection: why `corruption` writes a wrong final answer into a
     step that gave none (so the flip would come from a planted answer, not from a mistake in the step's
-    own work), or None."""
-    if gives_answer(task, original) or not gives_answer(task, corruption):
+    own work), or None. With `run_program` (math and QA), a program that prints something is an answer
+    (`gives_answer`): a corruption whose program prints a wrong answer into a step that gave none plants it."""
+    if gives_answer(task, original, run_program) or not gives_answer(task, corruption, run_program):
         return None
-    if right_answer_in(task, corruption, verify) is not None:
+    if right_answer_in(task, corruption, verify) is not None or _printed_right(task, corruption, verify, run_program):
         return None
     what = "a program" if _is_code(task) else "a final answer"
     return (f"the step states no answer to the task, but the corruption writes {what} into it: corrupt the step's "

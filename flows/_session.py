@@ -139,14 +139,20 @@ class Session:
         from rootstep.benchmarks import verify
         from rootstep.benchmarks import verifier_info
 
-        owner = self._owner
         if verifier_info(task.verifier).needs_sandbox:
-            with owner.lock:
-                if owner._verify_sandbox is None:
-                    from rootstep.sandboxes import get_sandbox
+            self.verification_sandbox()
+        return verify(task, answer, sandbox=self._owner._verify_sandbox)
 
-                    owner._verify_sandbox = get_sandbox()
-        return verify(task, answer, sandbox=owner._verify_sandbox)
+    def verification_sandbox(self) -> Any:
+        """The one no-network sandbox of the session's checks (code verifiers, a math or QA text's program:
+        `rootstep.benchmarks.sandbox_runner`), made on first use."""
+        owner = self._owner
+        with owner.lock:
+            if owner._verify_sandbox is None:
+                from rootstep.sandboxes import get_sandbox
+
+                owner._verify_sandbox = get_sandbox()
+            return owner._verify_sandbox
 
     # ------------------------------------------------------------------ limits
 

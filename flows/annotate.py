@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Iterator, Literal, Sequence
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from rootstep.benchmarks import is_suspect, suspect_reason
+from rootstep.benchmarks import is_suspect, sandbox_runner, suspect_reason
 from rootstep.warehouse import Annotation, Evidence, LLMCall, Step, Trajectory, Usage
 
 from rootstep.annotation import (
@@ -85,8 +85,8 @@ class AnnotatedRun(BaseModel):
     worker: str | None = None
     """`host:pid` of the process that ran the search (the flow's with the thread runner)."""
     confidence: float | None = None
-    """The label's confidence (`rootstep.annotation._confidence`): the lower bound of the interval on the flip
-    rate with the intervention minus the rate without it."""
+    """The label's confidence (`rootstep.annotation._confidence`): the posterior probability that the
+    intervention raised the flip rate (with it vs the controls)."""
     steps: list[int] = Field(default_factory=list)
     """Every step of a multi-step label (the primary first)."""
     recheck_of: str | None = None
@@ -303,7 +303,10 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
     A failure whose verdict is suspect is not searched unless `include_suspect` (status `verdict_suspect`).
     `recheck`: a label to re-do from scratch (fresh analyzer samples, the agent steps asked in another,
     seeded order); the new annotation names it (`metadata.recheck_of`) and stays out of `labels`."""
+    from rootstep.adapters import with_adapter_reads
+
     trajectory, run_id, causality, recheck = spec.trajectory, spec.run_id, spec.causality, spec.recheck
+    trajectory = with_adapter_reads(trajectory)  # who reads whom, for the analyzer (runs stored before it was kept)
     if not spec.include_suspect and recheck is None:
         reason = suspect_verdict(session, trajectory)
         if reason is not None:
@@ -322,7 +325,8 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
                                 _chat(session, spec.analyzer_model, spec.max_tokens, trajectory, "analyzer"),
                                 _replay_fn(session, trajectory, captured, recorded), spec.budget, verify=session.verifier,
                                 controls=causality.controls, repeats=causality.repeats, prior=prior,
-                                deterministic=_deterministic(trajectory, recorded), step_request=_step_request(recorded))
+                                deterministic=_deterministic(trajectory, recorded), step_request=_step_request(recorded),
+                                run_program=sandbox_runner(session.verification_sandbox))
     a = _keep(result.annotation, causality)
     agrees = None
     if recheck is not None:
@@ -343,9 +347,11 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
 def inject_search(spec: InjectSpec, session: Session) -> Annotated:
     """Fault injection on one success; nothing written (see `counterfactual_search`)."""
     from rootstep.adapters import adapter_for
+    from rootstep.adapters.base import with_reads
 
     trajectory, run_id, causality, perturber_model = spec.trajectory, spec.run_id, spec.causality, spec.perturber_model
     adapter = adapter_for(trajectory)
+    trajectory = with_reads(trajectory, adapter.reads(trajectory))
     captured: list[Trajectory] = []
     recorded = _recorded(session, trajectory, spec.recorded)
     perturber = None if perturber_model is None else _chat(session, perturber_model, spec.max_tokens, trajectory, "perturber")

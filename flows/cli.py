@@ -233,11 +233,13 @@ def _benchmarks(specs: Optional[list[str]]) -> Optional[dict[str, Optional[int]]
 
 ControlsOpt = typer.Option(1, "--controls", min=0,
                            help="Control replays per flip (the step unchanged, the rest live): a flip that a control "
-                                "shows too is not_causal, never a label. Deterministic calls (temperature 0 on the "
-                                "local model, cached) are proven identical instead of replayed.")
+                                "shows too is not_causal, never a label. Deterministic calls (temperature 0 on a "
+                                "scripted model, cached responses) are proven identical instead of replayed.")
 RepeatsOpt = typer.Option(1, "--repeats", min=1,
                           help="Replays of the fix or corruption (and --controls controls each) per flip: the flip "
-                               "counts on both sides give the label's confidence (a Wilson interval on the difference).")
+                               "counts on both sides give the label's confidence (the probability that the "
+                               "intervention raised the flip rate: 0.83 for 1/1 vs 0/1, 0.95 for 2/2 vs 0/2) "
+                               "and a Wilson interval on the difference.")
 MinConfidenceOpt = typer.Option(0.0, "--min-confidence", min=0.0, max=1.0,
                                 help="Labels below this confidence are stored but not verified (out of `labels`).")
 RecheckOpt = typer.Option(0, "--recheck", min=0,

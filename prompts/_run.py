@@ -67,6 +67,7 @@ def render_steps(trajectory: "Trajectory", first: int = 0, last: int | None = No
             "tool_calls": [json.dumps(t, sort_keys=True, default=str)[:MAX_TOOL_CALL_CHARS] for t in s.tool_calls],
             "calls_tools": any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in s.tool_calls),
             "observation": cut(s.observation),
+            "reads": s.metadata.get("reads"),
         }
         for s in steps
     ]

@@ -245,12 +245,12 @@ def test_unresolvable_failure_is_stored_unresolved_with_its_attempts():
 
     a = result.annotation
     assert (a.status, a.verified, a.agent, a.step) == ("unresolved", False, None, None)
-    # 3 ranked diagnoses, then the untried agent steps 0, 1, 4 from the start, then the joint fix of the
-    # steps whose fixed replays repeated the run's answer (step 3's slip carried on), which fails too
+    # 3 ranked diagnoses, then the untried agent steps 0, 1, 4 from the start, then the joint fix of every
+    # step whose fix failed (the impossible task: it fails too)
     assert [x.diagnosis.step for x in result.attempts] == [3, 5, 6, 0, 1, 4, 0]
     assert [a.repeated for a in result.attempts[:6]] == [False, False, False, True, True, False]
-    assert result.attempts[-1].steps == [0, 1] and result.attempts[-1].replay.success_after is False
-    assert [x.step for x in result.replays[-1].intervention.also] == [1]
+    assert result.attempts[-1].steps == [0, 1, 3, 4, 5, 6] and result.attempts[-1].replay.success_after is False
+    assert [x.step for x in result.replays[-1].intervention.also] == [1, 3, 4, 5, 6]
     assert all(r.success_after is False for r in result.replays)
     assert a.evidence.replay_ids == [r.id for r in result.replays]
     assert sum("still failed" in note for note in a.evidence.notes) == 7
@@ -335,7 +335,11 @@ def test_the_default_budget_is_what_the_run_needs_and_establishes_the_earliest()
     result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay)
     a = result.annotation
     assert (a.status, a.verified, a.step) == ("labelled", True, 3)
-    assert [x.diagnosis.step for x in result.attempts] == [5, 0, 1, 3]
+    # the fixes the analyzer wrote for steps 0 and 1 failed, so their joint fix is tried too (and fails):
+    # the label stays on step 3, established by the scan
+    assert [x.diagnosis.step for x in result.attempts] == [5, 0, 1, 3, 0]
+    assert result.attempts[-1].steps == [0, 1] and result.attempts[-1].replay.success_after is False
+    assert a.metadata["earliest"] == "established"
 
 
 def test_live_call_budget_stops_the_search():

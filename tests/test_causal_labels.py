@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -18,11 +19,12 @@ from rootstep.gateway import register_script
 from rootstep.benchmarks import verify
 from rootstep.benchmarks._suspect import answer_leak, gives_answer, planted_answer
 from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step, inject_fault
-from rootstep.annotation._attempt import edit_size, proven_identical
-from rootstep.annotation import band, effect, wilson
+from rootstep.annotation._attempt import edit_size, edit_summary, proven_identical, unfounded_description
+from rootstep.annotation import band, effect, probability_greater, wilson
 from rootstep.tracers._llm import Chat
 from rootstep.warehouse import Intervention, LLMCall, Recording, Step, Task, Trajectory, Usage, Verdict
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GSM = Task(benchmark="gsm8k", task_id="t-994", verifier="numeric", kind="math", ground_truth="2",
            prompt="A video lasts 120 seconds. How many minutes is that?")
 
@@ -121,8 +123,10 @@ def test_a_deterministic_control_is_proven_identical_without_a_replay():
     check = a.metadata["flip_check"]
     assert check["controls_replayed"] == [] and check["controls_proven_identical"] == 1
     assert check["proven_identical_because"] == why
-    # the control side is known exactly: the confidence is the fix side's Wilson lower bound
-    assert a.metadata["confidence"] == pytest.approx(wilson(1, 1)[0], abs=1e-4)
+    # the control side is known exactly: the flip cannot be a re-roll (confidence 1); the interval on the
+    # difference is the fix side's Wilson interval
+    assert a.metadata["confidence"] == 1.0
+    assert check["interval"][0] == pytest.approx(wilson(1, 1)[0], abs=1e-4)
 
 
 def test_proven_identical_reads_the_recorded_calls_after_the_step():
@@ -198,7 +202,7 @@ def test_repeats_give_flip_counts_on_both_sides_and_a_confidence():
     check = a.metadata["flip_check"]
     assert (check["flips"], check["trials"], check["control_flips"], check["control_trials"]) == (3, 3, 0, 3)
     assert len(check["repeat_replays"]) == 2 and len(check["controls_replayed"]) == 3
-    assert a.metadata["confidence"] == effect(3, 3, 0, 3).confidence > 0.2
+    assert a.metadata["confidence"] == effect(3, 3, 0, 3).confidence > 0.98
     assert a.cost.replays == 6
 
 
@@ -207,11 +211,31 @@ def test_wilson_and_the_newcombe_difference():
     assert low == pytest.approx(0.2065, abs=1e-3) and high == 1.0
     assert wilson(0, 3)[1] == pytest.approx(0.5615, abs=1e-3)
     one = effect(1, 1, 0, 1)
-    assert one.low < 0 and one.confidence == 0.0  # one fix and one control: not enough to be sure
+    # one fix and one control (the default): the interval on the difference cannot exclude 0, but the
+    # probability that the fix raised the flip rate is 5/6
+    assert one.low < 0 and one.confidence == pytest.approx(5 / 6, abs=1e-4) and band(one.confidence) == "medium"
     five = effect(5, 5, 0, 5)
-    assert five.confidence == pytest.approx(0.3857, abs=1e-3) and band(five.confidence) == "medium"
-    assert effect(5, 5, 0, 5, controls_exact=True).confidence == pytest.approx(wilson(5, 5)[0], abs=1e-4)
-    assert band(0.6) == "high" and band(0.05) == "low" and band(None) is None
+    assert five.low == pytest.approx(0.3857, abs=1e-3) and five.confidence > 0.998 and band(five.confidence) == "high"
+    assert effect(2, 2, 0, 2).confidence == pytest.approx(0.95, abs=1e-4)
+    exact = effect(5, 5, 0, 5, controls_exact=True)
+    assert exact.low == pytest.approx(wilson(5, 5)[0], abs=1e-4) and exact.confidence == 1.0
+    # no evidence either way: a control that flipped too, or a fix that never flipped
+    assert effect(1, 1, 1, 1).confidence == 0.5 and band(0.5) == "low"
+    assert effect(0, 1, 0, 1).confidence == 0.0 and effect(0, 1, 0, 1, controls_exact=True).confidence == 0.0
+    assert band(0.96) == "high" and band(None) is None
+
+
+def test_probability_greater_is_exact():
+    """Against the integral by simulation: P(p > q) for p ~ Beta(3, 2), q ~ Beta(1, 3)."""
+    import random
+
+    rng = random.Random(7)
+    n = 200_000
+    hits = sum(rng.betavariate(3, 2) > rng.betavariate(1, 3) for _ in range(n))
+    assert probability_greater(2, 3, 0, 2) == pytest.approx(hits / n, abs=0.005)
+    assert probability_greater(0, 0, 0, 0) == pytest.approx(0.5)  # no data: either side as likely
+    with pytest.raises(ValueError, match="control_flips 3 must be between 0 and its trials"):
+        probability_greater(1, 1, 3, 2)
 
 
 def test_edit_size_and_the_injection_mirror():
@@ -257,6 +281,52 @@ def test_injection_needs_its_control_to_succeed_and_never_plants_an_answer():
     assert "flipped" in again.attempts[0].not_causal
 
 
+def test_a_perturbers_description_is_checked_against_its_edit():
+    """The main job's injection on GSM8K test-1101 (stop 27): the 1.5B perturber cut the coder's program down
+    to one bare line of it (no fence, no print: nothing ran) and said "it should subtract ... not add them".
+    The coder's program is the real AG2 reply from tests/fixtures/golden_real/ag2-gsm8k-right.json."""
+    golden = json.loads((FIXTURES / "golden_real" / "ag2-gsm8k-right.json").read_text())
+    coder = next(r["content"] for r in golden["replies"] if "ahito_distance" in str(r.get("content")))
+    cut = "ahito_distance = total_distance - total_distance_run"
+    assert cut in coder
+    said = ("The distance Ahito ran is calculated incorrectly: it should subtract the distances of Amber and Micah "
+            "from the total distance, not add them.")
+    assert unfounded_description(said, coder, cut) == "it speaks of subtract, but the edit wrote no operator and no number"
+    assert edit_summary(coder, cut).startswith("- ```python; - # Given data; - total_distance = 52")
+    # accounts of what changed: a number, an identifier, an operator by its word where one was written
+    assert unfounded_description("used 3 weeks instead of 4", "x = 2 * 30 * 4", "x = 2 * 30 * 3") is None
+    assert unfounded_description("turned the addition into a subtraction", "y = a + b", "y = a - b") is None
+    assert unfounded_description("dropped the print(ahito_distance) call", coder,
+                                 coder.replace("print(ahito_distance)", "")) is None
+    assert unfounded_description("a subtle slip", "y = a + b", "y = a - b") == "it names nothing the edit changed"
+    assert edit_summary("The total is 24 miles.", "The total is 42 miles.") == (
+        "replaced '24' with '42' in the line 'The total is 42 miles.'")
+
+    right = Ensemble()
+    solved = right.run({1: RIGHT, 2: RIGHT, 3: RIGHT})
+    original = solved.steps[4].content
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        forced = {1: RIGHT, 2: RIGHT, 3: RIGHT, **({} if i.kind == "control" else {i.step: i.new_content})}
+        result = right.run(forced)
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
+
+    corrupted = "The solvers agree.\nAnswer: 3"
+    for description, founded in (("The aggregator misread the vote.", False), ("changed the answer to 3", True)):
+        reply = json.dumps({"step": 4, "corrupted_content": corrupted, "description": description})
+        perturber, _ = scripted(f"causal-describe-{founded}", lambda p, n: reply)
+        a = inject_fault(solved, perturber, replay, Budget(max_candidates=1), programmatic=False, mode="one_shot",
+                         verify=verify).annotation
+        assert a is not None and a.metadata["description"] == description
+        assert (a.metadata["description_unfounded"] is None) is founded
+        if founded:
+            assert a.evidence.reason == description
+        else:
+            assert a.evidence.reason.startswith(edit_summary(original, corrupted))
+            assert "it names nothing the edit changed" in a.evidence.reason
+            assert a.metadata["edit"]["summary"] == edit_summary(original, corrupted)
+
+
 def test_a_code_writing_teams_answer_is_what_its_program_prints():
     """MetaGPT on GSM8K (the issue's slice): the final answer is the coder's code; the numeric verifier
     took `60` from `... / 60` although the runner's output read `Answer:  3.0`."""
@@ -291,16 +361,16 @@ def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labe
                           annotator="scripted/a", cost=Usage(llm_calls=4, replays=2), **kw)
 
     label = ann(run.id, agent="solver_a", step=1, verified=True, evidence=Evidence(reason="joint"),
-                metadata={"steps": [1, 2, 3], "multi_step": True, "confidence": 0.25, "answer_leaks": 1,
+                metadata={"steps": [1, 2, 3], "multi_step": True, "confidence": 0.8333, "answer_leaks": 1,
                           "edit": {"share": 0.1}})
     unproven = ann(other.id, agent="aggregator", step=4, status="unproven_earliest", evidence=Evidence(reason="u"),
                    metadata={"steps": [4], "confidence": 0.0})
     again = ann(run.id, agent="aggregator", step=4, verified=False, evidence=Evidence(reason="re-check"),
-                metadata={"recheck_of": label.id, "recheck_agrees": False, "steps": [4], "confidence": 0.6})
+                metadata={"recheck_of": label.id, "recheck_agrees": False, "steps": [4], "confidence": 0.99})
     wh.write_annotations([label, unproven, again])
 
     [row] = wh.rows("SELECT id, confidence FROM labels")
-    assert row == {"id": label.id, "confidence": 0.25}  # the re-check is never a label
+    assert row == {"id": label.id, "confidence": 0.8333}  # the re-check is never a label
     steps = wh.rows("SELECT step, agent, is_primary, multi_step FROM label_steps ORDER BY step")
     assert steps == [{"step": 1, "agent": "solver_a", "is_primary": True, "multi_step": True},
                      {"step": 2, "agent": "solver_b", "is_primary": False, "multi_step": True},
@@ -341,3 +411,149 @@ def test_correcting_a_result_worked_out_in_prose_is_not_a_leak():
     assert "Answer:" not in wrong and answer_leak(task, wrong, right, verify) is None
     plan = "I will hand the egg problem to the solver, who computes what Janet sells; then the reviewer checks it."
     assert answer_leak(task, plan, "Janet sells 9 eggs a day at $2: she makes $18.", verify) is not None
+
+
+# ------------------------------------------------------------------ what a step's program prints (math and QA)
+
+TREES = Task(benchmark="gsm8k", task_id="t-240", verifier="numeric", kind="math", ground_truth="240",
+             prompt="Each of 2 farms has 30 rows of 4 trees. How many trees are there?")
+PLAN = "Plan: count the rows on every farm, then the trees in each row; the coder writes the program."
+PRINTS_240 = "Let me compute it.\n```python\ntotal = 2 * 30 * 4\nprint(total)\n```\nThe executor runs it next."
+
+
+def fake_runner(outputs: dict[str, str | None]) -> tuple[Callable[[str], str | None], list[str]]:
+    """A runner that runs nothing: the output of the first key found in the code (None: it crashed)."""
+    ran: list[str] = []
+
+    def run(code: str) -> str | None:
+        ran.append(code)
+        return next((out for key, out in outputs.items() if key in code), None)
+
+    return run, ran
+
+
+def test_a_fix_whose_program_prints_the_reference_answer_at_a_plan_is_a_leak():
+    run, ran = fake_runner({"2 * 30 * 4": "240\n"})
+    assert answer_leak(TREES, PLAN, PRINTS_240, verify) is None  # the text alone: its last number is 4
+    why = answer_leak(TREES, PLAN, PRINTS_240, verify, run)
+    assert why is not None and "its program prints '240'" in why and "last_line: '240'" in why
+    assert ran == ["total = 2 * 30 * 4\nprint(total)\n"]  # the fenced block, not the prose; the plan has none
+    # several blocks run as one program, in order, as an executor runs them
+    split = "```python\nrows = 2 * 30\n```\nthen\n```python\nprint(rows * 4)\n```"
+    run2, ran2 = fake_runner({"rows * 4": "trees: 240"})
+    assert answer_leak(TREES, PLAN, split, verify, run2) is not None and ran2 == ["rows = 2 * 30\n\nprint(rows * 4)\n"]
+
+
+def test_a_step_whose_program_printed_a_wrong_number_gave_an_answer():
+    wrong = "```python\nminutes = 30 + 4\nprint(minutes * 2)\n```\nThis counts the trees."
+    fix = "I multiply instead.\n" + PRINTS_240
+    run, ran = fake_runner({"2 * 30 * 4": "240", "minutes * 2": "68"})
+    assert not gives_answer(TREES, wrong) and gives_answer(TREES, wrong, run)
+    assert answer_leak(TREES, wrong, fix, verify, run) is None  # correcting its printed answer is legitimate
+    # the same step whose program crashes gave nothing: the fix then hands over the answer
+    crashed, _ = fake_runner({"2 * 30 * 4": "240"})
+    assert answer_leak(TREES, wrong, fix, verify, crashed) is not None
+
+
+def test_a_fix_program_that_crashes_or_prints_nothing_states_nothing():
+    for outputs in ({}, {"2 * 30 * 4": ""}, {"2 * 30 * 4": "   \n"}):
+        run, ran = fake_runner(outputs)
+        assert answer_leak(TREES, PLAN, PRINTS_240, verify, run) is None and len(ran) == 1
+    wrong, _ = fake_runner({"2 * 30 * 4": "64"})  # prints a wrong number: no reference answer stated
+    assert answer_leak(TREES, PLAN, PRINTS_240, verify, wrong) is None
+
+    def raises(code: str) -> str | None:
+        raise RuntimeError("sandbox down")
+
+    assert answer_leak(TREES, PLAN, PRINTS_240, verify, raises) is None and not gives_answer(TREES, PRINTS_240, raises)
+    # no Python fence, or code that does not compile: nothing runs
+    run, ran = fake_runner({"": "240"})
+    for text in ("```bash\necho $((2 * 30 * 4))\n```", "```python\n>>> 2 * 30 * 4\n```", "total = 2 * 30 * 4\nprint(total)"):
+        assert answer_leak(TREES, PLAN, text, verify, run) is None
+    assert ran == []
+    # code tasks are judged by their tests, not by what a program prints
+    coding = TREES.model_copy(update={"verifier": "code_tests", "kind": "coding"})
+    run, ran = fake_runner({"": "240"})
+    assert gives_answer(coding, "```python\nprint(240)\n```", run) and ran == []
+
+
+def test_a_corruption_whose_program_prints_a_wrong_answer_into_a_plan_plants_it():
+    corrupt = "```python\nprint(2 * 30 + 4)\n```\nThis counts the trees."
+    run, _ = fake_runner({"2 * 30 + 4": "64"})
+    assert planted_answer(TREES, PLAN, corrupt, verify) is None  # the text alone states no answer
+    assert planted_answer(TREES, PLAN, corrupt, verify, run) is not None
+    assert planted_answer(TREES, "```python\nprint(2 * 30)\n```\nRun it.", corrupt, verify,
+                          fake_runner({"2 * 30 + 4": "64", "2 * 30)": "60"})[0]) is None  # it printed one already
+
+
+def test_sandbox_runner_caches_by_code_and_reads_only_clean_runs():
+    from rootstep.benchmarks import sandbox_runner
+    from rootstep.sandboxes import ExecResult, LocalSandbox, NotIsolatedWarning, SandboxLimits, SandboxNetwork
+
+    class Box:
+        def __init__(self, exit_code: int = 0, timed_out: bool = False):
+            self.calls: list[tuple[str, float]] = []
+            self.exit_code, self.timed_out = exit_code, timed_out
+
+        def run(self, *, code: str, timeout: float) -> ExecResult:
+            self.calls.append((code, timeout))
+            return ExecResult(exit_code=self.exit_code, stdout="240\n", stderr="", duration_s=0.1,
+                              timed_out=self.timed_out)
+
+    box = Box()
+    made: list[int] = []
+    run = sandbox_runner(lambda: made.append(1) or box)
+    assert made == []  # made on first use
+    assert run("print(240)") == "240\n" and run("print(240)") == "240\n" and box.calls == [("print(240)", 5.0)]
+    assert made == [1]
+    assert sandbox_runner(Box(exit_code=1))("print(240)") is None  # printed, then crashed
+    assert sandbox_runner(Box(timed_out=True))("print(240)") is None
+
+    def unavailable() -> Box:
+        made.append(2)
+        raise RuntimeError("no Docker")
+
+    broken = sandbox_runner(unavailable)
+    assert broken("print(1)") is None and broken("print(2)") is None and made == [1, 2]  # not asked again
+    # never on the host, never with a network
+    with pytest.warns(NotIsolatedWarning):
+        local = LocalSandbox(allow=True)
+    assert sandbox_runner(local)("print(240)") is None
+    networked = Box()
+    networked.limits = SandboxLimits(network=SandboxNetwork.gateway_only(8000))  # type: ignore[attr-defined]
+    assert sandbox_runner(networked)("print(240)") is None and networked.calls == []
+
+
+def test_the_search_rejects_a_fix_whose_program_prints_the_answer():
+    team = Ensemble()
+    run = team.run()
+    plan = "Plan: read the question, then convert the duration into the unit asked for."
+    run.steps[1] = run.steps[1].model_copy(update={"content": plan})
+    leaked = "```python\nminutes = 120 // 60\nprint(minutes)\n```"
+    answers = iter([fix_json(1, "solver_a", leaked), fix_json(2, "solver_b", RIGHT)])
+    analyzer, prompts = scripted("causal-leak-program", lambda p, n: next(answers) if at_step(p) is None
+                                 else json.dumps({"fix_needed": False, "reason": "fine"}))
+    runner, ran = fake_runner({"120 // 60": "2"})
+    result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify,
+                                budget=Budget(max_candidates=1), run_program=runner)
+    assert "answer_leak" in prompts[1] and "its program prints '2'" in prompts[1]
+    assert all(i.new_content != leaked for i in team.calls)  # never replayed
+    assert result.annotation.metadata["answer_leaks"] == 1
+
+
+@pytest.mark.docker
+def test_a_fix_program_runs_isolated_in_the_docker_sandbox_and_its_output_is_read(docker_sandbox, tmp_path):
+    from rootstep.benchmarks import program_output, sandbox_runner
+
+    marker = tmp_path / "ran-here"
+    fix = ("```python\nimport socket\n"
+           f"open({str(marker)!r}, 'w').close() if __import__('os').path.isdir({str(tmp_path)!r}) else None\n"
+           "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n    print('network')\n"
+           "except OSError:\n    print('no network')\n"
+           "total = 2 * 30 * 4\nprint(total)\n```")
+    run = sandbox_runner(docker_sandbox)
+    assert program_output(fix, run) == "no network\n240"
+    assert not marker.exists()  # it ran in the container, not on this host
+    why = answer_leak(TREES, PLAN, fix, verify, run)
+    assert why is not None and "240" in why
+    assert program_output("```python\nraise SystemExit(3)\n```", run) is None

@@ -158,7 +158,7 @@ def test_a_deterministic_control_is_proven_identical_and_a_recheck_elsewhere_is_
     assert wh.rows("SELECT count(*) AS n FROM replays WHERE intervention_kind = 'control'")[0]["n"] == 0
     assert label.metadata["earliest"] == "established"
     [row] = wh.rows("SELECT confidence FROM labels")
-    assert row["confidence"] == label.metadata["confidence"] > 0.2  # the control side is known exactly
+    assert row["confidence"] == label.metadata["confidence"] == 1.0  # the control side is known exactly
 
     # a re-check with a fresh analyzer that blames the coder's second message instead
     second = _analyzer("causal-steady-b", lambda p, step: DECLINE if step is not None and step != 4 else
@@ -175,8 +175,9 @@ def test_a_deterministic_control_is_proven_identical_and_a_recheck_elsewhere_is_
 def test_the_pipeline_command_rechecks_labels_and_keeps_only_those_above_min_confidence(prefect_harness, tmp_path,
                                                                                         docker_sandbox):
     """`rootstep pipeline --recheck N --min-confidence C` (as `annotate` has them): the collected failure's
-    label is re-done from scratch and the agreement reported; with a confidence floor above the label's,
-    the label is stored unverified (out of `labels`) and there is nothing to re-check."""
+    label is re-done from scratch and the agreement reported; with a confidence floor above the label's
+    (no control replay: 2/3 that the fix raised the flip rate), the label is stored unverified (out of
+    `labels`) and there is nothing to re-check."""
     from typer.testing import CliRunner
 
     from rootstep.cli import app
@@ -197,19 +198,20 @@ def test_the_pipeline_command_rechecks_labels_and_keeps_only_those_above_min_con
     assert "re-checked 1 labels from scratch: 1 found again at the same agent and step" in done.output, done.output
     wh = Warehouse(kept)
     [label] = wh.rows("SELECT id, agent, step, confidence FROM labels")
-    assert (label["agent"], label["step"]) == ("coder", 1) and label["confidence"] >= 0.05
+    assert (label["agent"], label["step"]) == ("coder", 1) and label["confidence"] == 1.0  # a proven control
     [agreement] = wh.rows("SELECT label_id, recheck_step, agrees FROM agreement")
     assert agreement == {"label_id": label["id"], "recheck_step": 1, "agrees": True}
 
     floor = str(tmp_path / "floor")
-    done = CliRunner().invoke(app, [*common, "--warehouse", floor, "--min-confidence", "0.99"], catch_exceptions=False)
+    done = CliRunner().invoke(app, [*common, "--warehouse", floor, "--controls", "0", "--min-confidence", "0.9"],
+                              catch_exceptions=False)
     assert done.exit_code == 0, done.output
     assert "re-checked" not in done.output  # no label to re-check
     wh = Warehouse(floor)
     assert wh.rows("SELECT count(*) AS n FROM labels")[0]["n"] == 0
     [stored] = wh.rows("SELECT status, verified, notes FROM annotations")
     assert stored["status"] == "labelled" and stored["verified"] is False
-    assert any("below --min-confidence 0.99: not verified" in n for n in stored["notes"]), stored["notes"]
+    assert any("confidence 0.6667 is below --min-confidence 0.9: not verified" in n for n in stored["notes"]), stored["notes"]
 
 
 # ------------------------------------------------------------------------------------ AgentPrune ensemble

@@ -67,4 +67,24 @@ def test_observations_share_the_budget_and_short_texts_stay_whole():
     assert "characters cut" in steps[1]["observation"] and "characters cut" in steps[2]["content"]
     assert render_steps(t, 1, 1, max_prompt_chars=100_000) == ([{
         "index": 1, "agent": "tool", "kind": "tool", "content": "run it", "tool_calls": [], "calls_tools": False,
-        "observation": long}], False)
+        "observation": long, "reads": None}], False)
+
+
+def test_who_reads_whom_is_shown_only_where_the_agents_do_not_share_one_chat():
+    """AgentPrune's steps carry the steps their agent was shown (`Step.metadata["reads"]`): the run's text
+    marks them and the analyzer's prompt explains them; a shared chat's prompt is unchanged."""
+    from rootstep.prompts import render
+
+    steps = [Step(index=0, agent="user", kind="human", content="How many?"),
+             Step(index=1, agent="math_solver", content="120", metadata={"reads": [0]}),
+             Step(index=2, agent="analyst", content="120", metadata={"reads": [0]}),
+             Step(index=3, agent="decision", content="Answer: 120", metadata={"reads": [0, 1, 2]})]
+    graph = Trajectory(framework="agentprune", benchmark="gsm8k", task_id="t", steps=steps)
+    chat = graph.model_copy(update={"steps": [s.model_copy(update={"metadata": {}}) for s in steps]})
+    common = dict(question="How many?", ground_truth="2", feedback="wrong", agents=["math_solver"], failed=[],
+                  previous_answer=None, problem=None)
+    shown = render("analyzer.j2", **common, steps=render_steps(graph)[0])
+    assert "[step 2] analyst (saw only steps 0):" in shown and "[step 3] decision (saw only steps 0, 1, 2):" in shown
+    assert "WHO READS WHOM" in shown
+    plain = render("analyzer.j2", **common, steps=render_steps(chat)[0])
+    assert "saw only" not in plain and "WHO READS WHOM" not in plain and "[step 2] analyst:" in plain

@@ -152,9 +152,9 @@ a AS (
          count(DISTINCT run_id) FILTER (WHERE status = 'unproven_earliest') AS unproven_earliest,
          sum(answer_leaks) AS answer_leaks,
          count(*) FILTER (WHERE is_label AND multi_step) AS multi_step_labels,
-         count(*) FILTER (WHERE is_label AND confidence >= 0.5) AS confidence_high,
-         count(*) FILTER (WHERE is_label AND confidence >= 0.2 AND confidence < 0.5) AS confidence_medium,
-         count(*) FILTER (WHERE is_label AND (confidence < 0.2 OR confidence IS NULL)) AS confidence_low,
+         count(*) FILTER (WHERE is_label AND confidence >= 0.95) AS confidence_high,
+         count(*) FILTER (WHERE is_label AND confidence >= 0.8 AND confidence < 0.95) AS confidence_medium,
+         count(*) FILTER (WHERE is_label AND (confidence < 0.8 OR confidence IS NULL)) AS confidence_low,
          median(edit_share) FILTER (WHERE is_label) AS median_edit_share,
          sum(cost_llm_calls) AS llm_calls, sum(cost_usd) AS usd,
          avg(step / last_step) FILTER (WHERE is_label) AS mean_position
@@ -188,7 +188,7 @@ not-flipped ones included, control replays included) by the verified labels; `me
 label's step as a share of its run (0 = first step, 1 = last). Issue 23: `not_causal` (a flip its control
 showed too), `unproven_earliest` (a flip with earlier steps untested), `answer_leaks` (fixes / corruptions
 rejected for handing over or planting an answer), `multi_step_labels`, labels by confidence band (high
->= 0.5, medium >= 0.2, low), `median_edit_share` (the share of its step a label's fix or corruption
+>= 0.95, medium >= 0.8, low: `rootstep.annotation._confidence.BANDS`), `median_edit_share` (the share of its step a label's fix or corruption
 changed), and `rechecks` / `agreement` (the share of re-checks that found the same agent and step)."""
 
 _LABEL_POSITIONS = """CREATE OR REPLACE VIEW label_positions AS
