@@ -34,7 +34,7 @@ from typing import Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.benchmarks import final_answer_span
-from rootstep.benchmarks import Verify, code_key, gives_answer, is_suspect, planted_answer
+from rootstep.benchmarks import RunProgram, Verify, code_key, gives_answer, is_suspect, planted_answer
 from rootstep.prompts import render, render_steps
 from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Usage, Verdict
 
@@ -300,9 +300,11 @@ def _team_view(trajectory: Trajectory, step: Step, task: Task | None, verdict: V
 class _Injection:
     def __init__(self, trajectory: Trajectory, perturber: ChatLike | None, replay: ReplayFn, budget: Budget,
                  context: TaskContext, max_prompt_chars: int, verify: Verify | None = None, controls: int = 1,
-                 repeats: int = 1, deterministic: Deterministic | None = None):
+                 repeats: int = 1, deterministic: Deterministic | None = None,
+                 run_program: RunProgram | None = None):
         self.trajectory = trajectory
         self.perturber = perturber
+        self.run_program = run_program
         self.replay = replay
         self.budget = budget.for_run(sum(1 for s in trajectory.steps if s.kind == "agent"))
         self.meter = Meter(self.budget)
@@ -328,7 +330,7 @@ class _Injection:
         final = answer_step(self.trajectory)
         if task is None or self.verify is None or (final is not None and final.index == step.index):
             return None  # the step that gives the run's answer may carry a wrong one
-        return planted_answer(task, step.content, content, self.verify)
+        return planted_answer(task, step.content, content, self.verify, self.run_program)
 
     def judged(self, row: Replay, verdict: Verdict | None) -> bool | None:
         """A replay's outcome as a flip of the success: a failure whose verdict is not suspect."""
@@ -344,7 +346,8 @@ class _Injection:
                              suspect=is_suspect(verdict) if row.success_after is False else None,
                              edit=edit_size(original, c.content))
         if self.context.task is not None:
-            a.edit["adds_answer"] = gives_answer(self.context.task, c.content) and not gives_answer(self.context.task, original)
+            task, run = self.context.task, self.run_program
+            a.edit["adds_answer"] = gives_answer(task, c.content, run) and not gives_answer(task, original, run)
         if a.failed:
             a.check = check_flip(self.trajectory, intervention, self.judged, self.replay, self.meter, "fault_injection",
                                  controls=self.controls, repeats=self.repeats,
@@ -519,6 +522,7 @@ def inject_fault(
     controls: int = 1,
     repeats: int = 1,
     deterministic: Deterministic | None = None,
+    run_program: RunProgram | None = None,
 ) -> InjectionResult:
     """Corrupt one agent step of the successful `trajectory` so that its re-simulation fails.
 
@@ -539,6 +543,8 @@ def inject_fault(
             into a step that gave none is rejected and re-asked (`planted_answer`, counted as `answer_leaks`).
         controls, repeats, deterministic: as in `find_decisive_step`: a failure is a flip only when the
             controls (the step unchanged) still succeed; otherwise the attempt is not causal.
+        run_program: `code -> what it printed` (as in `find_decisive_step`): for math and QA, a corruption
+            whose program prints a wrong answer into a step that gave none plants it (`planted_answer`).
 
     A replay that diverges or raises decides nothing and the next candidate is tried; so does one whose
     failed verdict is suspect.
@@ -550,7 +556,7 @@ def inject_fault(
     if perturber is None and not programmatic:
         raise ValueError("no perturber and programmatic=False: there is nothing to inject")
     search = _Injection(trajectory, perturber, replay, budget or Budget(), task_context or TaskContext.of(trajectory),
-                        max_prompt_chars, verify, controls, repeats, deterministic)
+                        max_prompt_chars, verify, controls, repeats, deterministic, run_program)
     if perturber is not None:
         if mode == "one_shot":
             search.one_shot()

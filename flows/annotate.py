@@ -359,7 +359,8 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
                           programmatic=spec.programmatic, seed=spec.seed, mode=spec.mode,
                           independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents,
                           verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
-                          deterministic=_deterministic(trajectory, recorded))
+                          deterministic=_deterministic(trajectory, recorded),
+                          run_program=sandbox_runner(session.verification_sandbox))
     a = None if result.annotation is None else _keep(result.annotation, causality)
     run = AnnotatedRun(
         method="fault_injection", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
