@@ -30,8 +30,17 @@ export_app = typer.Typer(help="Export the warehouse for other tools.", no_args_i
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 
+EPHEMERAL_PREFECT_STARTUP_S = "180"
+"""How long a command waits for its ephemeral Prefect server (Prefect's own default, 20 s, is too short on
+a loaded machine: two 0.5B episodes and a replay on 2 cores made `annotate` fail with "Timed out while
+attempting to connect to ephemeral Prefect API server"). A value set in the environment wins."""
+
+
 def run_cli() -> None:
     """Entry point that turns rootstep's own errors into a one-line message and exit code 2 (`ExitCode.USAGE`)."""
+    import os
+
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_PREFECT_STARTUP_S)
     try:
         app(standalone_mode=True)
     except RootstepError as exc:  # pragma: no cover - exercised through the console script

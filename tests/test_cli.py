@@ -90,3 +90,27 @@ def test_missing_path_is_a_clear_error(tmp_path: Path):
 def test_csv_output_quotes_only_when_needed(tmp_path: Path):
     result = invoke("sql", "select 'a,b' as x, 1 as y, NULL as z", "-f", "csv", "-w", str(tmp_path / "wh"))
     assert list(csv.reader(io.StringIO(result.stdout))) == [["x", "y", "z"], ["a,b", "1", ""]]
+
+
+def test_the_command_line_gives_its_ephemeral_prefect_server_time_to_start(monkeypatch):
+    """Prefect's 20 s default to start the ephemeral server was too short on a loaded 2-core machine (an
+    `annotate` beside a collection failed with "Timed out while attempting to connect to ephemeral Prefect
+    API server"): the command line sets 180 s unless the environment says otherwise."""
+    import os
+
+    from rootstep import cli
+
+    def run(env_value):
+        if env_value is None:
+            monkeypatch.delenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", raising=False)
+        else:
+            monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", env_value)
+        monkeypatch.setattr(sys, "argv", ["rootstep", "--help"])
+        try:
+            cli.run_cli()
+        except SystemExit:
+            pass
+        return os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]
+
+    assert run(None) == cli.EPHEMERAL_PREFECT_STARTUP_S == "180"
+    assert run("45") == "45"
