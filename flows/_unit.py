@@ -134,26 +134,34 @@ def signals_held() -> Iterator[None]:
 
 
 def gather(session: Session, pending: list[tuple[UnitSpec, Any]]) -> list[Any]:
-    """Wait for each submitted unit (`(spec, Prefect future)`, in order), store its outcome and return
-    the report rows; a unit that raised (after its retries), or whose outcome could not be stored, is
-    reported by `spec.failed`. A signal's exception propagates (`open_session` then stops the session); once
-    the session is stopping (the signal came to another thread) nothing more is stored (`Stopped`)."""
-    rows: list[Any] = []
-    for spec, future in pending:
-        future.wait()
+    """Store each submitted unit's outcome (`(spec, Prefect future)`) as soon as it finishes, whatever the
+    order they were submitted in, and return the report rows in submission order; a unit that raised
+    (after its retries), or whose outcome could not be stored, is reported by `spec.failed`. Storing in
+    completion order means a stopped or crashed flow keeps every unit that finished before it (waiting in
+    submission order lost an injection finished behind a slower search when the flow was stopped). A
+    signal's exception propagates (`open_session` then stops the session); once the session is stopping
+    (the signal came to another thread) nothing more is stored (`Stopped`)."""
+    from prefect.futures import as_completed
+
+    index = {id(future): i for i, (_, future) in enumerate(pending)}
+    rows: list[Any] = [None] * len(pending)
+    for future in as_completed([future for _, future in pending]):
         if session.stopping:  # another thread took the signal: nothing more is written
             raise Stopped("the run was stopped: the outcomes not yet stored are not stored")
+        i = index[id(future)]
+        spec = pending[i][0]
+        future.wait()  # done: this only takes its final state (the API's copy may still say PENDING)
         state = future.state
         if state.is_completed():
             outcome = future.result()
             try:
                 with signals_held():
                     session.store(outcome)
-                rows.append(outcome.row)
+                rows[i] = outcome.row
                 continue
             except Exception as raised:  # nothing of the unit is committed: reported like a failed unit
                 error: BaseException = raised
         else:
             error = state.result(raise_on_failure=False)
-        rows.append(spec.failed(f"{type(error).__name__}: {str(error)[:500]}"))
+        rows[i] = spec.failed(f"{type(error).__name__}: {str(error)[:500]}")
     return rows
