@@ -491,6 +491,8 @@ def proven_identical(recorded: Sequence[LLMCall], step: Step) -> str | None:
         if c.provider in DETERMINISTIC_PROVIDERS and temperature is not None and float(temperature) == 0.0:
             continue
         return None
+    if not later:
+        return f"no LLM call came after step {step.index} in the recording: the control replays the recording"
     providers = sorted({c.provider for c in later})
     return (f"the {len(later)} recorded call(s) after step {step.index} were answered deterministically "
             f"(temperature 0 on {', '.join(providers) or 'no provider'}, or cached): the control replays the recording")

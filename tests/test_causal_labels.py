@@ -146,6 +146,10 @@ def test_proven_identical_reads_the_recorded_calls_after_the_step():
     assert proven_identical([*scripted, call(4, "local", 0)], step) is None
     assert proven_identical([*scripted, call(4, "openai", 0.7, mode="cached")], step) is not None
     assert proven_identical(scripted, Step(index=9, agent="a", content="x")) is None  # no call of the step
+    # the last LLM call of a run (only tools after it, e.g. AG2's executor): any model, nothing is live
+    last = [call(0, "local", 0), call(1, "local", 0)]
+    assert proven_identical(last, step) == (
+        "no LLM call came after step 1 in the recording: the control replays the recording")
 
 
 def test_a_fix_that_hands_over_the_answer_at_a_step_that_gave_none_is_rejected_and_reasked():
