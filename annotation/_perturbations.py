@@ -115,16 +115,31 @@ def _matches(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
     return [m for m in pattern.finditer(text) if _in_spans(m.start(), spans)]
 
 
+def _compiles(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def drop_code_line(step: Step, rng: random.Random) -> Perturbation | None:
     """Remove one statement line (not blank, not a comment, not a lone bracket, not a `def` or `class`
-    line) from the work of a code block (`_work_spans`: never the team's own checks)."""
+    line, not a block's header such as `for x in xs:`) from the work of a code block (`_work_spans`: never
+    the team's own checks), so that the code still compiles when it did: a silent missing step, not a
+    syntax error (dropping `for number in numbers:` left an IndentationError that any run shows)."""
     text = step.content
+    compiled = [_compiles(block) for block in _FENCE.findall(text)]
     candidates: list[tuple[int, int]] = []
     for a, b in _work_spans(text):
         stripped = text[a:b].strip()
-        if (stripped and not stripped.startswith(("#", "//", "def ", "async def ", "class ", "@"))
-                and stripped not in ("}", ")", "]", "{", "end")):
-            candidates.append((a, b))
+        if (not stripped or stripped.startswith(("#", "//", "def ", "async def ", "class ", "@"))
+                or stripped in ("}", ")", "]", "{", "end") or stripped.split("#")[0].rstrip().endswith(":")):
+            continue
+        after = [_compiles(block) for block in _FENCE.findall(text[:a] + text[b:])]
+        if any(was and not now for was, now in zip(compiled, after)):
+            continue
+        candidates.append((a, b))
     if len(candidates) < 2:  # dropping the only line empties the block: not a plausible mistake
         return None
     a, b = rng.choice(candidates)

@@ -549,6 +549,28 @@ def test_drop_code_line_removes_one_statement_inside_the_code_block():
     assert drop_code_line(step_of("```\nprint(1)\n```"), random.Random(0)) is None  # only one line
 
 
+
+def test_drop_code_line_never_leaves_code_that_does_not_compile():
+    """The AG2 coder's real step on MBPP 66 (Qwen2.5-Coder-0.5B, this slice): dropping `for number in
+    numbers:` left an IndentationError (a label any run shows); now only a statement whose removal keeps
+    the code compiling is dropped (removing `positive_count += 1` would leave the `if` without a body)."""
+    import ast
+
+    real = ("```python\ndef pos_count(numbers):\n    # Initialize a counter for positive numbers\n    positive_count = 0\n"
+            "    # Iterate through each number in the list\n    for number in numbers:\n"
+            "        # Check if the number is positive\n        if number > 0:\n"
+            "            # Increment the counter if the number is positive\n            positive_count += 1\n"
+            "    # Return the total count of positive numbers\n    return positive_count\n```")
+    dropped = set()
+    for seed in range(30):
+        p = drop_code_line(step_of(real), random.Random(seed))
+        assert p is not None
+        ast.parse(p.content.split("```python\n")[1].split("```")[0])
+        dropped.add(p.description)
+    assert dropped == {"dropped the line `positive_count = 0` from the code",
+                       "dropped the line `return positive_count` from the code"}
+
+
 def test_change_constant_changes_one_number_and_prefers_code():
     p = change_constant(step_of(CODE), random.Random(1))
     assert p is not None and "result = 0" not in p.content
