@@ -274,7 +274,10 @@ def injection_points(trajectory: Trajectory, k: int, seed: int = 0, independent_
 
 
 def _team_view(trajectory: Trajectory, step: Step, task: Task | None, verdict: Verdict | None) -> dict[str, Any]:
-    """What the prompt says the rest of the team sees and checks after `step`, and what Omega checks."""
+    """What the prompt says the rest of the team sees and checks after `step`, and what Omega checks.
+    `tests_are_visible`: Omega's tests are the visible examples themselves (plain MBPP: 3 asserts in the
+    prompt), so a corruption must fail one of them and survives only where no later step runs them (the
+    prompt said "its code must still pass these", and a careful perturber declined every MBPP step)."""
     later = trajectory.steps[step.index + 1 :]
     watchers = list(dict.fromkeys(f"{s.agent} ({'tool output' if s.kind in ('tool', 'environment') else s.kind + ' step'})"
                                   for s in later if s.agent != step.agent or s.kind != "agent"))
@@ -284,14 +287,18 @@ def _team_view(trajectory: Trajectory, step: Step, task: Task | None, verdict: V
 
         visible = visible_tests(task)
     details = (verdict.details if verdict is not None else {}) or {}
+    tests_are_visible = False
     if task is not None and task.kind == "coding":
         total = details.get("total")
-        omega = (f"the benchmark's own tests ({total} of them) run on the final code; they cover edge cases and "
+        tests_are_visible = bool(total) and bool(visible) and int(total) <= len(visible)
+        omega = (f"the benchmark's tests run on the final code, and they are exactly the {total} visible examples "
+                 "below" if tests_are_visible else
+                 f"the benchmark's own tests ({total} of them) run on the final code; they cover edge cases and "
                  "inputs the visible examples do not show" if total else
                  "the benchmark's own tests run on the final code; they cover more than the visible examples")
     else:
         omega = "the final answer is compared with the reference answer"
-    return {"watchers": watchers, "visible_tests": visible, "omega": omega}
+    return {"watchers": watchers, "visible_tests": visible, "omega": omega, "tests_are_visible": tests_are_visible}
 
 
 # ------------------------------------------------------------------------------------ the search

@@ -88,3 +88,28 @@ def test_who_reads_whom_is_shown_only_where_the_agents_do_not_share_one_chat():
     assert "WHO READS WHOM" in shown
     plain = render("analyzer.j2", **common, steps=render_steps(chat)[0])
     assert "saw only" not in plain and "WHO READS WHOM" not in plain and "[step 2] analyst:" in plain
+
+
+def test_the_perturber_is_told_when_the_visible_examples_are_the_tests_that_decide():
+    """Plain MBPP's tests are the 3 asserts of its prompt: the perturber was told "its code must still pass
+    these" and that the tests cover more, so a careful (hand-answered) perturber declined every MBPP step.
+    MBPP+ (hundreds of hidden inputs) keeps the old wording."""
+    from rootstep.annotation._injection import _team_view
+    from rootstep.benchmarks import load_tasks
+    from rootstep.prompts import render
+    from rootstep.warehouse import Verdict
+
+    task = next(t for t in load_tasks("mbpp") if t.task_id == "66")
+    run = Trajectory(framework="ag2", benchmark="mbpp", task_id="66", steps=[
+        Step(index=0, agent="user", kind="human", content=task.prompt),
+        Step(index=1, agent="coder", content="```python\ndef pos_count(xs):\n    return sum(1 for x in xs if x > 0)\n```"),
+        Step(index=2, agent="executor", kind="tool", content="exit code: 0")])
+    common = dict(question=task.prompt, ground_truth=None, steps=render_steps(run)[0], agents=["coder"],
+                  step=render_steps(run)[0][1], persistent=False, previous_answer=None, problem=None)
+    same = _team_view(run, run.steps[1], task, Verdict(success=True, details={"passed": 3, "total": 3}))
+    assert same["tests_are_visible"] is True and "exactly the 3 visible examples" in same["omega"]
+    shown = render("perturber_at_step.j2", **common, team=same)
+    assert "are the very tests that decide success" in shown and "must still pass these" not in shown
+    more = _team_view(run, run.steps[1], task, Verdict(success=True, details={"passed": 99, "total": 99}))
+    assert more["tests_are_visible"] is False and "inputs the visible examples do not show" in more["omega"]
+    assert "its code must still pass these" in render("perturber_at_step.j2", **common, team=more)
