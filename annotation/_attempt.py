@@ -604,6 +604,7 @@ _STOPWORDS = frozenset(
     "a an and are as at be by for from in into is it its of on or not no that the then this to was were with "
     "which will should would step agent code value values line lines instead changed change changes".split())
 MAX_SUMMARY_CHARS = 400
+_PIECE = re.compile(r"\w+|\s+|[^\w\s]+")
 
 
 def _changed_tokens(original: str, new: str) -> list[tuple[list[str], list[str]]]:
@@ -623,11 +624,12 @@ def edit_summary(original: str, new: str, max_chars: int = MAX_SUMMARY_CHARS) ->
     if len(changes) == 1 and changes[0][0] == "replace" and changes[0][2] - changes[0][1] == 1 == changes[0][4] - changes[0][3]:
         _, i1, _, j1, _ = changes[0]
         x, y = old_lines[i1], new_lines[j1]
-        inner = difflib.SequenceMatcher(None, x, y, autojunk=False)
+        xs, ys = _PIECE.findall(x), _PIECE.findall(y)  # whole words and operators, not characters
+        inner = difflib.SequenceMatcher(None, xs, ys, autojunk=False)
         spans = [op for op in inner.get_opcodes() if op[0] != "equal"]
-        a1, a2, b1, b2 = spans[0][1], spans[-1][2], spans[0][3], spans[-1][4]
-        if max(a2 - a1, b2 - b1) <= 80:  # one stretch of the line (its first to its last change)
-            text = f"replaced {x[a1:a2]!r} with {y[b1:b2]!r} in the line {y.strip()!r}"
+        old, new = "".join(xs[spans[0][1]:spans[-1][2]]), "".join(ys[spans[0][3]:spans[-1][4]])
+        if max(len(old), len(new)) <= 80:  # one stretch of the line (its first to its last change)
+            text = f"replaced {old!r} with {new!r} in the line {y.strip()!r}"
             return text if len(text) <= max_chars else text[: max_chars - 4] + " ..."
     parts = []
     for _, i1, i2, j1, j2 in changes:

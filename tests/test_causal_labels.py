@@ -305,6 +305,11 @@ def test_a_perturbers_description_is_checked_against_its_edit():
     assert unfounded_description("a subtle slip", "y = a + b", "y = a - b") == "it names nothing the edit changed"
     assert edit_summary("The total is 24 miles.", "The total is 42 miles.") == (
         "replaced '24' with '42' in the line 'The total is 42 miles.'")
+    # whole words and operators (the slice's flip_operator on AG2 MBPP 760 read "replaced '=' with '!'")
+    assert edit_summary("    return len(unique_numbers) == 1", "    return len(unique_numbers) != 1") == (
+        "replaced '==' with '!=' in the line 'return len(unique_numbers) != 1'")
+    assert edit_summary("museum_tour_time = cooking_time / 2", "museum_tour_time = yoga_time / 2").startswith(
+        "replaced 'cooking_time' with 'yoga_time'")
 
     right = Ensemble()
     solved = right.run({1: RIGHT, 2: RIGHT, 3: RIGHT})
