@@ -463,3 +463,29 @@ def test_qa_task(env):
     assert "Its capital is Paris." in t.steps[0].content
     assert [s.kind for s in t.steps].count("tool") == 0
     assert t.final_answer == "Paris" and t.verdict.success is True
+
+
+def test_who_reads_whom_from_a_real_run():
+    """AgentPrune's edges, as the driver recorded them in a real run (MBPP 310, agents on the local 0.5B),
+    become each agent step's inputs: the task, the spatial predecessors of its round, the temporal ones of
+    the last round (a programmer's output includes the tool step that ran its code), the decision the last
+    round; the analyzer's prompt marks them."""
+    import json
+    from pathlib import Path
+
+    from rootstep.adapters._agentprune import AgentPruneAdapter
+    from rootstep.adapters import with_adapter_reads
+    from rootstep.prompts import render_steps
+    from rootstep.warehouse import Trajectory
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "agentprune_mbpp_310.json").read_text())
+    run = Trajectory.model_validate({k: v for k, v in data.items() if k != "source"})
+    assert AgentPruneAdapter.reads(run) == {1: [0], 2: [0], 3: [0, 2], 5: [0, 2, 3, 4], 7: [0, 3, 4, 5, 6],
+                                           8: [0, 1, 5, 6, 7], 9: [0, 5, 6, 7, 8]}
+    shown = with_adapter_reads(run)
+    assert shown.steps[9].metadata["reads"] == [0, 5, 6, 7, 8] and "reads" not in shown.steps[4].metadata
+    rendered = {s["index"]: s["reads"] for s in render_steps(shown)[0]}
+    assert rendered[8] == [0, 1, 5, 6, 7] and rendered[0] is None
+    # a framework whose agents share one chat keeps its steps as they are
+    chat = run.model_copy(update={"framework": "ag2"})
+    assert with_adapter_reads(chat) is chat
