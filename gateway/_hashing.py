@@ -2,9 +2,11 @@
 
 Replay matches a request by the hash of its canonical form. The canonical form keeps what decides the
 model's answer (messages, tools, sampling options) and drops what does not (`stream`, `stream_options`,
-`user`, credentials). Inside strings, uuids and ISO-8601 timestamps are replaced by placeholders: a
-framework that stamps each message with a fresh uuid or the current time still replays. The replacement
-is made for hashing only; the stored request keeps the original text.
+`user`, credentials). Inside strings, uuids, ISO-8601 timestamps and the memory addresses of Python object
+reprs (`<function f at 0x7f0f59145bc0>`) are replaced by placeholders: a framework that stamps each message
+with a fresh uuid or the current time, or shows an agent a repr of the object its code returned
+(smolagents' observations), still replays. The replacement is made for hashing only; the stored request
+keeps the original text.
 """
 
 from __future__ import annotations
@@ -24,14 +26,21 @@ NON_SEMANTIC_KEYS = frozenset({"stream", "stream_options", "user", "metadata", "
 """Request fields that do not change the answer: left out of the hash (`stream` replays either way)."""
 
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{6,16}\b")
+"""CPython's default repr ends `at 0x<id>`: a different address in every process (smolagents showed the
+manager `<function create_function.<locals>.new_func at 0x7f0f59145bc0>`, and every replay past that step
+diverged from the recording). Recordings made before this normalisation keep their stored hashes (a call's
+id is made from its hash): a request of theirs that shows an address never matched a replay and still
+does not; runs recorded since replay past such observations."""
 _TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
 )
 
 
 def normalise_text(text: str) -> str:
-    """Replace uuids by `<uuid>` and ISO-8601 date-times by `<timestamp>` (dates alone are kept)."""
-    return _TIMESTAMP.sub("<timestamp>", _UUID.sub("<uuid>", text))
+    """Replace uuids by `<uuid>`, ISO-8601 date-times by `<timestamp>` (dates alone are kept) and object
+    addresses (`at 0x7f...`) by `at <address>`."""
+    return _ADDRESS.sub("at <address>", _TIMESTAMP.sub("<timestamp>", _UUID.sub("<uuid>", text)))
 
 
 def _normalise(value: Any) -> Any:

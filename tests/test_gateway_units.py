@@ -31,6 +31,22 @@ def test_hash_ignores_uuids_timestamps_stream_and_credentials_but_not_content():
     assert redact({"api_key": "k", "x": {"Authorization": "Bearer k", "y": [{"api_key": "k"}]}}) == {"x": {"y": [{}]}}
 
 
+
+def test_hash_ignores_the_memory_address_of_an_object_repr():
+    """smolagents showed the manager the repr of the function its code defined (a real replay of MBPP 478 on
+    the issue-23 slice): the address differs in every process, and every replay past that step diverged."""
+    def observed(address: str) -> dict:
+        text = ("Observation:\nExecution logs:\nLast output from code snippet:\n"
+                f"<function create_function.<locals>.new_func at {address}>")
+        return {"messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]}
+
+    assert request_hash(observed("0x7f0f59145bc0")) == request_hash(observed("0x7f1508539bc0"))
+    assert canonical_request(observed("0x7f0f59145bc0"))["messages"][0]["content"][0]["text"].endswith(
+        "new_func at <address>>")
+    assert request_hash({"messages": [{"role": "user", "content": "jump to 0x7f0f59145bc0"}]}) != request_hash(
+        {"messages": [{"role": "user", "content": "jump to 0x7f1508539bc0"}]})  # a hex number alone is content
+
+
 def _call(run_id: str, counter: int) -> LLMCall:
     return LLMCall(run_id=run_id, framework="f", benchmark="b", agent="a", request_hash="h", counter=counter,
                    model="scripted/x", provider="scripted", response={"choices": []})
