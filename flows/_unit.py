@@ -20,6 +20,7 @@ so an outcome is stored whole or not at all (`Session.stop`, `open_session`).
 
 from __future__ import annotations
 
+import queue
 import signal
 import threading
 from contextlib import AbstractContextManager, contextmanager
@@ -141,15 +142,20 @@ def gather(session: Session, pending: list[tuple[UnitSpec, Any]]) -> list[Any]:
     submission order lost an injection finished behind a slower search when the flow was stopped). A
     signal's exception propagates (`open_session` then stops the session); once the session is stopping
     (the signal came to another thread) nothing more is stored (`Stopped`)."""
-    from prefect.futures import as_completed
-
-    index = {id(future): i for i, (_, future) in enumerate(pending)}
+    finished: queue.Queue[int] = queue.Queue()
+    for i, (_, future) in enumerate(pending):
+        future.add_done_callback(lambda _future, i=i: finished.put(i))
     rows: list[Any] = [None] * len(pending)
-    for future in as_completed([future for _, future in pending]):
-        if session.stopping:  # another thread took the signal: nothing more is written
-            raise Stopped("the run was stopped: the outcomes not yet stored are not stored")
-        i = index[id(future)]
-        spec = pending[i][0]
+    for _ in pending:
+        while True:  # short waits: the main thread runs a signal's handler at once and sees `stopping`
+            if session.stopping:  # another thread took the signal: nothing more is written
+                raise Stopped("the run was stopped: the outcomes not yet stored are not stored")
+            try:
+                i = finished.get(timeout=0.5)
+                break
+            except queue.Empty:
+                continue
+        spec, future = pending[i]
         future.wait()  # done: this only takes its final state (the API's copy may still say PENDING)
         state = future.state
         if state.is_completed():
