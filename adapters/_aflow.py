@@ -35,12 +35,12 @@ from rootstep.adapters._images import OPENAI2_CLOSURE, OPENAI2_VERSION
 from rootstep.adapters._visible_tests import visible_tests
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
-from rootstep.sandboxes import ImageSpec
+from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec
 from rootstep.warehouse import Task
 
 OPENAI_VERSION = OPENAI2_VERSION
 
-AFLOW_IMAGE = ImageSpec(name="fw-aflow", requirements=OPENAI2_CLOSURE)
+AFLOW_IMAGE = ImageSpec(name="fw-aflow", requirements=(*OPENAI2_CLOSURE, *AGENT_COMPUTE))
 
 DEFAULTS: dict[str, Any] = {
     "candidates": 3,            # generations per workflow (custom / answer_generate), each with its own approach

@@ -39,12 +39,12 @@ from rootstep.adapters._images import OPENAI2_CLOSURE, OPENAI2_VERSION
 from rootstep.adapters._visible_tests import visible_tests
 from rootstep.adapters.base import Adapter, with_reads
 from rootstep.prompts import render
-from rootstep.sandboxes import ImageSpec
+from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec
 from rootstep.warehouse import Task, Trajectory
 
 OPENAI_VERSION = OPENAI2_VERSION
 
-AGENTPRUNE_IMAGE = ImageSpec(name="fw-agentprune", requirements=OPENAI2_CLOSURE)
+AGENTPRUNE_IMAGE = ImageSpec(name="fw-agentprune", requirements=(*OPENAI2_CLOSURE, *AGENT_COMPUTE))
 
 ROLES = ("math_solver", "analyst", "programmer", "inspector")
 DEFAULT_ROLES: dict[str, tuple[str, ...]] = {

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rootstep.sandboxes import ImageSpec
+from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec
 from rootstep.sandboxes import RUNNER_PATH, RUNNER_SOURCE, SANDBOX_UID
 
 OPENAI2_VERSION = "2.54.0"
@@ -37,11 +37,11 @@ def pins(lock: str) -> tuple[str, ...]:
     return tuple(line.strip() for line in Path(__file__).with_name(lock).read_text().splitlines() if line.strip())
 
 
-AG2_IMAGE = ImageSpec(name="fw-ag2", requirements=pins("_ag2.lock"))
-"""autogen 0.14.1 and its closure."""
+AG2_IMAGE = ImageSpec(name="fw-ag2", requirements=(*pins("_ag2.lock"), *AGENT_COMPUTE))
+"""autogen 0.14.1 and its closure, and what agents' code imports (`AGENT_COMPUTE`: numpy, sympy)."""
 
-SMOLAGENTS_IMAGE = ImageSpec(name="fw-smolagents", requirements=pins("_smolagents.lock"))
-"""smolagents 1.26.0 and its closure."""
+SMOLAGENTS_IMAGE = ImageSpec(name="fw-smolagents", requirements=(*pins("_smolagents.lock"), *AGENT_COMPUTE))
+"""smolagents 1.26.0 and its closure, and what agents' code imports (`AGENT_COMPUTE`)."""
 
 
 class WheelhouseImageSpec(ImageSpec):
@@ -144,6 +144,7 @@ METAGPT_IMAGE = WheelhouseImageSpec(
     # its pins that no longer exist or no longer import are replaced: lancedb (dropped: nothing
     # imported needs it), pydantic 2.8.2 (2.9+ breaks its forward references), python-docx 1.1.2
     # (0.8.11 has no wheel), volcengine-python-sdk 1.0.94 (the ~=1.0.94 pin, built from source).
-    requirements=pins("_metagpt.lock"),
+    # numpy is in its closure (1.26.4); the rest of `AGENT_COMPUTE` is added for the agents' code
+    requirements=(*pins("_metagpt.lock"), *(p for p in AGENT_COMPUTE if not p.startswith("numpy=="))),
     from_source=("gitignore_parser==0.1.13", "volcengine_python_sdk==1.0.94"),
 )

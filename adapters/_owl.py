@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from rootstep.adapters._images import WheelhouseBuilt, WheelhouseImageSpec
+from rootstep.sandboxes import AGENT_COMPUTE
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
 from rootstep.warehouse import Task
@@ -49,6 +50,7 @@ OWL_IMAGE = WheelhouseImageSpec(
         "requests==2.34.2", "rpds-py==2026.9.1", "sniffio==1.3.1", "sse-starlette==3.7.0", "starlette==1.10.0",
         "tiktoken==0.12.0", "truststore==0.10.5", "typing-inspection==0.4.5", "typing_extensions==4.16.0",
         "urllib3==2.8.0", "uvicorn==0.54.0", "websockets==15.0.1",
+        *AGENT_COMPUTE,  # what the agents' code imports
     ),
     from_source=("google_search_results==2.4.2",),
 )

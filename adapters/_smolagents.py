@@ -27,7 +27,7 @@ from rootstep.warehouse import Task
 # The executor runs inside the sandbox container.
 AUTHORIZED_IMPORTS = ("array", "bisect", "cmath", "collections", "colorsys", "copy", "datetime", "decimal", "fractions",
                       "functools", "hashlib", "heapq", "itertools", "math", "operator", "re", "statistics", "string",
-                      "typing")
+                      "typing", "numpy", "sympy")
 
 
 class SmolagentsAdapter(Adapter):

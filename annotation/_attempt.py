@@ -141,6 +141,8 @@ def ask_valid(
     meter: Meter,
     log: list[Asked],
     prompt_name: str,
+    *,
+    grow: bool = True,
 ) -> tuple[T | None, str | None]:
     """Ask until `validate` accepts the answer, at most `max_reasks` re-asks, each stating the problem (and,
     for a greedy chat, sampled at `REASK_TEMPERATURE`).
@@ -149,15 +151,16 @@ def ask_valid(
     `validate(answer)` returns `(value, None)` or `(None, problem)`. An answer cut at the token limit
     (`finish_reason == "length"`) is never parsed: the same prompt is asked again with twice the room
     (`max_tokens` doubled, up to `MAX_ANSWER_TOKENS`; these re-asks count as LLM calls but not against
-    `max_reasks`). Returns `(value, None)`, or `(None, why)` when the answers stayed invalid, the call
-    failed, or the budget ran out.
+    `max_reasks`; with `grow=False` a cut answer ends the proposal instead: an answer that rewrites one step
+    and runs past the room sized to that step is rambling, not a longer step). Returns `(value, None)`, or
+    `(None, why)` when the answers stayed invalid, the call failed, or the budget ran out.
     """
     with _temperature_given_back(chat):
         previous: str | None = None
         problem: str | None = None
         reasks = 0
         while reasks <= meter.budget.max_reasks:
-            stop = meter.cannot_ask()
+            stop = meter.cannot_ask(f"a call of {prompt_name}")
             if stop:
                 return None, stop
             try:
@@ -168,7 +171,7 @@ def ask_valid(
             call_id = getattr(chat, "last_call_id", None)
             if _cut(chat):
                 limit = getattr(chat, "max_tokens", "?")
-                grown = _grow(chat)
+                grown = _grow(chat) if grow else None
                 cut = f"cut at max_tokens={limit} (finish_reason=length)"
                 log.append(Asked(prompt_name=prompt_name, answer=answer, call_id=call_id,
                                  problem=cut + (f"; asked again with max_tokens={grown}" if grown else "")))
@@ -282,6 +285,28 @@ def not_the_step_itself(text: str, agent: str, field: str) -> str | None:
     return None
 
 
+def step_room(step: Step, floor: int = 256) -> int:
+    """`max_tokens` for an answer that is one step written again (a retake, a rewrite): twice the step's own
+    length (about 3.5 characters a token) plus 128, at least `floor`. A 1.5B model retaking a coder's step
+    once wrote 1,240 tokens of LaTeX where the coder had written 60 of code (259 s on 2 cores), was cut, and
+    was asked again with twice the room."""
+    return max(floor, int(2 * len(step.content) / 3.5) + 128)
+
+
+@contextmanager
+def room(chat: ChatLike, tokens: int) -> Iterator[None]:
+    """The chat's `max_tokens` at most `tokens` for the block (given back after)."""
+    current = getattr(chat, "max_tokens", None)
+    if not isinstance(current, int) or current <= tokens:
+        yield
+        return
+    chat.max_tokens = tokens  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        chat.max_tokens = current  # type: ignore[attr-defined]
+
+
 def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, meter: Meter,
                 log: list[Asked]) -> tuple[str | None, str | None]:
     """Step `step` taken again by `chat` in the agent's seat: the request the agent received at that step, as
@@ -306,8 +331,8 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
             return None, "that is the answer already given; take the step in another way"
         return text, None
 
-    with plain_text(chat):
-        return ask_valid(chat, render, validate, meter, log, "retake_step")
+    with plain_text(chat), room(chat, step_room(step)):
+        return ask_valid(chat, render, validate, meter, log, "retake_step", grow=False)
 
 
 _PREFACE = re.compile(r"^\s*(?:(?:sure|certainly|okay|ok)\b[^\n]*\n+)?(?:here(?:'s| is)|below is|the (?:corrected|rewritten) "
@@ -345,10 +370,10 @@ def rewrite_step(chat: ChatLike, step: Step, instruction: str, reason: str, ques
             problem = "the answer is the message unchanged; make the correction"
         return (None, problem) if problem else (text, None)
 
-    with plain_text(chat):
+    with plain_text(chat), room(chat, step_room(step)):
         return ask_valid(chat, lambda previous, problem: render(
             "rewrite_step.j2", question=question, step=step, instruction=instruction, reason=reason,
-            previous_answer=previous, problem=problem), validate, meter, log, "rewrite_step.j2")
+            previous_answer=previous, problem=problem), validate, meter, log, "rewrite_step.j2", grow=False)
 
 
 def try_intervention(
@@ -373,9 +398,7 @@ def try_intervention(
     except Exception as exc:
         outcome = ReplayOutcome(error=f"{type(exc).__name__}: {str(exc)[:2000]}")
     cost = outcome.cost.model_copy(update={"replays": 1, "seconds": round(outcome.cost.seconds or (time.perf_counter() - started), 6)})
-    if intervention.kind == "control":
-        meter.control_replays += 1
-    meter.replayed += cost
+    meter.add_replay(cost, control=intervention.kind == "control")
     if result is not None and result.parent_run_id is None:
         result = result.model_copy(update={"parent_run_id": trajectory.id})
     decided = outcome.error is None and outcome.divergence is None and verdict is not None
@@ -404,6 +427,28 @@ def verdict_feedback(verdict: Verdict | None, max_chars: int = 3000) -> str:
         details = json.dumps(verdict.details, indent=1, sort_keys=True, default=str)
         text += "\n" + (details if len(details) <= max_chars else details[:max_chars] + " ...")
     return text
+
+
+_MISSING_MODULE = re.compile(
+    r"(?:ModuleNotFoundError|ImportError): No module named '?(?P<a>[\w.]+)'?"
+    r"|Import of (?P<b>[\w.]+) is not allowed")
+
+
+def environment_limits(trajectory: Trajectory) -> list[str]:
+    """What the run's environment lacked, read from its steps and observations: a module the code imported that
+    the sandbox does not have (`ModuleNotFoundError`), or one the framework does not allow (smolagents'
+    "Import of x is not allowed"), each once, with the first step that hit it. Shown to the analyzer as an
+    environment limit, not an agent's judgement: the run died on the import, not on the agent's reasoning,
+    and a fix of the step that imported it must do without it."""
+    found: dict[str, str] = {}
+    for s in trajectory.steps:
+        for text in (s.content, s.observation or ""):
+            for m in _MISSING_MODULE.finditer(text or ""):
+                module = (m.group("a") or m.group("b") or "").split(".")[0]
+                if module and module not in found:
+                    why = "is not allowed by the framework" if m.group("b") else "is not installed in the sandbox"
+                    found[module] = f"module {module!r} {why} (step {s.index}, {s.agent}: {m.group(0)[:120]})"
+    return list(found.values())
 
 
 def replay_said(result: Trajectory | None, verdict: Verdict | None, max_chars: int = 700) -> str | None:
@@ -498,6 +543,15 @@ def proven_identical(recorded: Sequence[LLMCall], step: Step) -> str | None:
             f"(temperature 0 on {', '.join(providers) or 'no provider'}, or cached): the control replays the recording")
 
 
+def control_of(trajectory: Trajectory, step: int, replay: ReplayFn, meter: Meter, purpose: ReplayPurpose,
+               success_before: bool | None = None) -> tuple[Replay, Trajectory | None, Verdict | None]:
+    """One control replay of `step`: its recorded response forced unchanged, the rest of the run live."""
+    recorded = trajectory.steps[step]
+    control = Intervention(run_id=trajectory.id, step=step, new_content=recorded.content, kind="control",
+                           agent=recorded.agent)
+    return try_intervention(trajectory, control, replay, meter, purpose, success_before)
+
+
 class FlipCheck(BaseModel):
     """One flip put to the test: the intervention's replays (repeats) and the controls beside them."""
 
@@ -535,6 +589,7 @@ def check_flip(
     repeats: int = 1,
     deterministic: str | None = None,
     success_before: bool | None = None,
+    ready_controls: Sequence[tuple[Replay, "Verdict | None"]] = (),
 ) -> FlipCheck:
     """Is a flip seen with `intervention` (its first replay, which the caller judged) the intervention's effect?
 
@@ -546,6 +601,8 @@ def check_flip(
     the same every time: `proven_identical`) no control is replayed: each is recorded as proven identical
     to the recorded run, which did not flip. Controls and repeats always run once a flip is seen (they are
     the label's proof); they count in the meter's replays, controls apart (`Meter.control_replays`).
+    `ready_controls`: control replays of this step already run (`control_of`: beside the fix's replay, or for an
+    earlier fix of the same step), used before any new one is run: a control does not depend on the fix.
     """
     outcomes: list[bool | None] = [True]  # the caller's replay, which flipped
     repeat_rows: list[Replay] = []
@@ -561,10 +618,12 @@ def check_flip(
     if deterministic is not None:
         proven = wanted
     else:
-        control = Intervention(run_id=intervention.run_id, step=intervention.step, new_content=step.content,
-                               kind="control", agent=step.agent)
-        for _ in range(wanted):
-            row, _result, verdict = try_intervention(trajectory, control, replay, meter, purpose, success_before)
+        ready = list(ready_controls)[:wanted]
+        for row, verdict in ready:
+            control_rows.append(row)
+            control_outcomes.append(flipped(row, verdict))
+        for _ in range(wanted - len(ready)):
+            row, _result, verdict = control_of(trajectory, intervention.step, replay, meter, purpose, success_before)
             control_rows.append(row)
             control_outcomes.append(flipped(row, verdict))
     decided = [o for o in outcomes if o is not None]

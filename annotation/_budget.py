@@ -1,14 +1,19 @@
 """What one label may cost, and the meter that says when a search must stop.
 
 A `Budget` bounds the work spent on ONE run (one counterfactual search or one injection): replays
-tried, LLM calls of the analyzer or perturber (re-asks included), live calls made by replays, and wall
-time. A `Meter` adds up what was spent (`Usage`, the one cost type) and becomes the label's cost.
+tried, LLM calls of the analyzer or perturber (re-asks included), live calls made by replays, and the
+tokens of those calls: the search's own work, whatever else the machine is doing. A wall clock stays
+only as an outer safety limit (`max_seconds`), counted from when the scheduler admitted the search. A
+`Meter` adds up what was spent (`Usage`, the one cost type), becomes the label's cost, and records which
+limit cut the search (`Cut`), so that a search that did not finish says so and says what it had done.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,8 +40,13 @@ class Budget(BaseModel):
     """Analyzer-ranked diagnoses tried before scanning earlier steps; perturber proposals per injection."""
     max_live_calls: int | None = Field(default=None, ge=0)
     """Live LLM calls made by replays (recorded prefix calls are free and do not count)."""
+    max_tokens: int | None = Field(default=None, ge=0)
+    """Tokens (prompt and completion) of the search's LLM calls: the analyzer's / perturber's and the replays'
+    live calls. None: unbounded (replays and calls bound the work)."""
     max_seconds: float | None = Field(default=None, gt=0)
-    """Wall time of the whole search."""
+    """The outer safety limit: wall seconds since the scheduler admitted the search. It measures the machine,
+    not the search (a loaded machine makes every call slower), so it is a cap for runaway searches, not a
+    budget; a search it cuts says so (`Cut.limit == "wall_clock"`)."""
 
     @classmethod
     def for_annotate(cls, **limits: int | float | None) -> "Budget":
@@ -48,19 +58,41 @@ class Budget(BaseModel):
 
     @classmethod
     def for_pipeline(cls, **limits: int | float | None) -> "Budget":
-        """The budget of `rootstep pipeline`: `for_annotate` with a wall clock of 420 s per search, so one
-        long search cannot hold up the whole run (a search stopped by it never yields a label whose earlier
-        steps were untried: `unproven_earliest`). `limits` override."""
-        return cls.for_annotate(**{"max_seconds": 420.0, **limits})
+        """The budget of `rootstep pipeline`: `for_annotate` (replays and calls sized to each run) with the outer
+        wall clock `PIPELINE_WALL_CLOCK` per search, so that a runaway search cannot hold up the whole run (a
+        search it stops never yields a label whose earlier steps were untried: `unproven_earliest`). `limits`
+        override."""
+        return cls.for_annotate(**{"max_seconds": PIPELINE_WALL_CLOCK, **limits})
 
     def for_run(self, agent_steps: int) -> "Budget":
         """This budget with `None` limits sized to a run of `agent_steps` agent steps: a replay for each
-        ranked candidate, each agent step (the earlier-steps scan) and one joint fix; an analyzer call per
-        step and candidate plus one re-ask each. An earliest step can then always be established."""
+        ranked candidate, each agent step (the earlier-steps scan) and one joint fix; per step and candidate an
+        analyzer call, one re-ask, and one more for writing out a fix the analyzer described (a retake or a
+        rewrite). An earliest step can then always be established."""
         replays = self.max_replays if self.max_replays is not None else self.max_candidates + agent_steps + 1
         calls = self.max_llm_calls if self.max_llm_calls is not None else (
-            (self.max_candidates + agent_steps) * (1 + min(self.max_reasks, 1)))
+            (self.max_candidates + agent_steps) * (2 + min(self.max_reasks, 1)))
         return self.model_copy(update={"max_replays": replays, "max_llm_calls": calls})
+
+
+PIPELINE_WALL_CLOCK = 3600.0
+"""The pipeline's outer wall clock per search (seconds since admission). Sized on the offline models on 2
+cores: a search of a 12-agent-step run that tries every step (about 16 replays of 60-90 s and 30 analyzer
+calls of 20-60 s) fits; a search that takes longer is stuck, not working."""
+
+CutLimit = Literal["replays", "llm_calls", "live_calls", "tokens", "wall_clock"]
+
+
+class Cut(BaseModel):
+    """The first limit that stopped a search from doing what it would have done next."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: CutLimit
+    reason: str
+    """The limit and what had been spent (`replay budget of 9 spent`)."""
+    stopped: str = ""
+    """What it stopped (`ranked search`, `earlier scan before step 5`, ...)."""
 
 
 @dataclass
@@ -76,6 +108,17 @@ class Meter:
     """Control replays (the step unchanged): the proof of a flip, not a search move; not held against
     `max_replays`, but counted in the label's cost."""
     started: float = field(default_factory=time.perf_counter)
+    cut: Cut | None = None
+    """The first limit that stopped something (`stop`), or None: the search did all it would have done."""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Held while a replay's cost is added (a control may be replayed beside a fix, in another thread)."""
+
+    def add_replay(self, cost: Usage, control: bool) -> None:
+        """Count one replay and what it cost (`control`: a control replay, not held against `max_replays`)."""
+        with self.lock:
+            if control:
+                self.control_replays += 1
+            self.replayed += cost
 
     @property
     def replays(self) -> int:
@@ -86,25 +129,51 @@ class Meter:
     def seconds(self) -> float:
         return time.perf_counter() - self.started
 
-    def _common(self) -> str | None:
+    @property
+    def tokens(self) -> int:
+        """Tokens of the search's LLM calls (the analyzer's / perturber's and the replays' live calls)."""
+        return (self.asked.prompt_tokens + self.asked.completion_tokens
+                + self.replayed.prompt_tokens + self.replayed.completion_tokens)
+
+    def _common(self) -> tuple[CutLimit, str] | None:
         b = self.budget
-        if b.max_seconds is not None and self.seconds >= b.max_seconds:
-            return f"time budget of {b.max_seconds:g}s spent"
         if b.max_live_calls is not None and self.replayed.llm_calls >= b.max_live_calls:
-            return f"live-call budget of {b.max_live_calls} spent ({self.replayed.llm_calls} live calls)"
+            return "live_calls", f"live-call budget of {b.max_live_calls} spent ({self.replayed.llm_calls} live calls)"
+        if b.max_tokens is not None and self.tokens >= b.max_tokens:
+            return "tokens", f"token budget of {b.max_tokens} spent ({self.tokens} tokens)"
+        if b.max_seconds is not None and self.seconds >= b.max_seconds:
+            return "wall_clock", (f"cut by the outer wall clock of {b.max_seconds:g}s (not a work budget: "
+                                  f"{self.replays} replays and {self.asked.llm_calls} analyzer calls done)")
         return None
 
-    def cannot_ask(self) -> str | None:
-        """Why no further analyzer/perturber call may be made, or None."""
-        if self.budget.max_llm_calls is not None and self.asked.llm_calls >= self.budget.max_llm_calls:
-            return f"LLM-call budget of {self.budget.max_llm_calls} spent"
-        return self._common()
+    def _first(self, found: tuple[CutLimit, str] | None, what: str) -> str | None:
+        if found is None:
+            return None
+        if self.cut is None and what:
+            self.cut = Cut(limit=found[0], reason=found[1], stopped=what)
+        return found[1]
 
-    def cannot_replay(self) -> str | None:
-        """Why no further replay may be tried, or None."""
+    def cannot_ask(self, what: str = "") -> str | None:
+        """Why no further analyzer/perturber call may be made, or None. `what`: what the limit stops, when it
+        does (the first such limit is the search's `cut`)."""
+        if self.budget.max_llm_calls is not None and self.asked.llm_calls >= self.budget.max_llm_calls:
+            return self._first(("llm_calls", f"LLM-call budget of {self.budget.max_llm_calls} spent"), what)
+        return self._first(self._common(), what)
+
+    def cannot_replay(self, what: str = "") -> str | None:
+        """Why no further replay may be tried, or None (`what`: see `cannot_ask`)."""
         if self.budget.max_replays is not None and self.replays >= self.budget.max_replays:
-            return f"replay budget of {self.budget.max_replays} spent"
-        return self._common()
+            return self._first(("replays", f"replay budget of {self.budget.max_replays} spent"), what)
+        return self._first(self._common(), what)
+
+    def stats(self) -> dict[str, object]:
+        """What the search did, for its annotation (`search_stats`): replays (controls apart), control replays,
+        analyzer / perturber calls, replays' live calls, tokens, wall seconds since admission, and the cut."""
+        return {"replays": self.replays, "control_replays": self.control_replays, "analyzer_calls": self.asked.llm_calls,
+                "live_calls": self.replayed.llm_calls, "tokens": self.tokens, "seconds": round(self.seconds, 1),
+                "cut_by": None if self.cut is None else self.cut.limit,
+                "cut_reason": None if self.cut is None else self.cut.reason,
+                "cut_stopped": None if self.cut is None else self.cut.stopped}
 
     def cost(self) -> Usage:
         """The label's cost: LLM calls = analyzer/perturber calls + replays' live calls; the wall time so far."""

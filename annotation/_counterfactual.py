@@ -22,7 +22,9 @@ agent step from step 0, each re-simulated, no ranking and no "this step is fine"
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,8 +44,10 @@ from ._attempt import (
     as_index,
     ask_valid,
     check_flip,
+    control_of,
     described_change,
     edit_size,
+    environment_limits,
     json_object,
     model_name,
     not_the_step_itself,
@@ -131,6 +135,9 @@ class Attempt(BaseModel):
     """The fixed replay failed with the run's original final answer: later agents carried the error on."""
     said: str | None = None
     """What a replay that still failed ended with (`replay_said`): shown to the analyzer beside the fix."""
+    beside: list[Replay] = Field(default_factory=list)
+    """Control replays of the step run at the same time as this fix's replay (`early_controls`); a later flip
+    at the step may use them."""
 
     @property
     def flipped(self) -> bool:
@@ -151,8 +158,9 @@ class Attempt(BaseModel):
         return [self.diagnosis.step, *(d.step for d in self.joint)]
 
     def rows(self) -> list[Replay]:
-        """This attempt's replays: the fix, its repeats, the controls."""
-        return [self.replay] + ([] if self.check is None else self.check.repeats + self.check.controls)
+        """This attempt's replays: the fix, a control run beside it, its repeats, the controls (a control run
+        beside an earlier fix of the step and used here appears there too: `result` keeps the first)."""
+        return [self.replay, *self.beside] + ([] if self.check is None else self.check.repeats + self.check.controls)
 
 
 class CounterfactualResult(BaseModel):
@@ -295,7 +303,8 @@ class _Search:
     def __init__(self, trajectory: Trajectory, verdict: Verdict | None, context: TaskContext, analyzer: ChatLike,
                  replay: ReplayFn, budget: Budget, max_prompt_chars: int, verify: Verify | None = None,
                  controls: int = 1, repeats: int = 1, deterministic: Deterministic | None = None,
-                 step_request: StepRequest | None = None, run_program: RunProgram | None = None):
+                 step_request: StepRequest | None = None, run_program: RunProgram | None = None,
+                 early_controls: bool = False):
         if not trajectory.steps:
             raise ValueError(f"run {trajectory.id} has no steps to correct")
         verdict = verdict if verdict is not None else trajectory.verdict
@@ -316,11 +325,15 @@ class _Search:
         feedback = verdict_feedback(verdict)
         if context.feedback:
             feedback += "\n" + context.feedback
+        limits = environment_limits(trajectory)
+        if limits:
+            feedback += ("\nENVIRONMENT LIMITS (what the run's code could not use; the run failed on the environment "
+                         "there, and a corrected step must do without it):\n" + "\n".join(f"- {x}" for x in limits))
         self.base = {
             "question": context.question or trajectory.question,
             "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
             "feedback": feedback,
-            "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars)[0],
+            "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars, compact=True)[0],
             "agents": trajectory.agents,
         }
         self.attempts: list[Attempt] = []
@@ -329,6 +342,9 @@ class _Search:
         self.notes: list[str] = []
         self.best: Attempt | None = None
         self.fixed_run: Trajectory | None = None
+        self.early_controls = early_controls
+        self.controls_by_step: dict[int, list[tuple[Replay, Verdict | None]]] = {}
+        """Control replays run for a step (beside a ranked fix's replay), not yet used by a flip check."""
 
     # -------------------------------------------------------------- prompts
 
@@ -387,6 +403,7 @@ class _Search:
     def ask_at(self, step: Step, *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
         failed, tested = self.failed(), self.tested()
         shown = next(s for s in self.base["steps"] if s["index"] == step.index)
+        shown = {**shown, "content": shown["full"]}  # the step asked about, whole (the run shows it compact)
         diagnosis, why = ask_valid(
             self.analyzer,
             lambda prev, problem: render("analyzer_at_step.j2", **self.base, failed=failed, step=shown,
@@ -428,16 +445,22 @@ class _Search:
 
     # -------------------------------------------------------------- replays
 
-    def attempt(self, diagnosis: Diagnosis, joint: Sequence[Diagnosis] = ()) -> Attempt:
+    def attempt(self, diagnosis: Diagnosis, joint: Sequence[Diagnosis] = (), early_control: bool = False) -> Attempt:
+        """Replay `diagnosis`'s fix (with `joint`'s, a joint fix) and, when it flips, check the flip. With
+        `early_control` (the ranked phase, where a fix often flips), the step's control is replayed at the same
+        time as the fix, beside it (`_beside`): a flip's proof then costs no extra replay's wait."""
         def fix(d: Diagnosis) -> Intervention:
             return Intervention(run_id=self.trajectory.id, step=d.step, new_content=d.fix, kind="fix", agent=d.agent,
                                 tool_calls=d.tool_calls)
 
         intervention = fix(diagnosis).model_copy(update={"also": [fix(d) for d in joint]})
-        row, result, verdict = try_intervention(self.trajectory, intervention, self.replay, self.meter, "counterfactual",
-                                                  self.success_before)
+        early = early_control and self.early_controls and not joint and self.needs_control(diagnosis.step)
+        with self._beside(diagnosis.step if early else None) as beside:
+            row, result, verdict = try_intervention(self.trajectory, intervention, self.replay, self.meter,
+                                                      "counterfactual", self.success_before)
         original = self.trajectory.steps[diagnosis.step].content
-        attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint), edit=edit_size(original, diagnosis.fix))
+        attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint), edit=edit_size(original, diagnosis.fix),
+                          beside=[r for r, _ in beside])
         if self.task is not None:
             attempt.edit["adds_answer"] = (gives_answer(self.task, diagnosis.fix, self.run_program)
                                            and not gives_answer(self.task, original, self.run_program))
@@ -446,22 +469,52 @@ class _Search:
         if row.success_after is False:
             attempt.said = replay_said(result, verdict)
         if row.success_after is True and self.task is not None and self.verify is not None and not joint:
-            attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify)
+            attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify, self.run_program)
         if attempt.flipped:
+            ready = self.controls_by_step.pop(diagnosis.step, []) if not joint else []
             attempt.check = check_flip(
                 self.trajectory, intervention, lambda r, v: r.success_after, self.replay, self.meter, "counterfactual",
                 controls=self.controls, repeats=self.repeats, success_before=self.success_before,
-                deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step))
+                deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step),
+                ready_controls=ready)
         self.attempts.append(attempt)
         if attempt.success and (self.best is None or diagnosis.step < self.best.diagnosis.step):
             self.best, self.fixed_run = attempt, result
         return attempt
 
+    def needs_control(self, step: int) -> bool:
+        """Whether a flip at `step` would need a control replayed that has not been run yet."""
+        proven = self.deterministic is not None and self.deterministic(step) is not None
+        return self.controls > 0 and not proven and not self.controls_by_step.get(step)
+
+    @contextmanager
+    def _beside(self, step: int | None) -> Iterator[list[tuple[Replay, Verdict | None]]]:
+        """Replay the control of `step` in another thread while the block runs (None: nothing), and keep it
+        for that step's flip check (`controls_by_step`); the block gets the list its row lands in. The two
+        replays share the engines' slots."""
+        done: list[tuple[Replay, Verdict | None]] = []
+        if step is None:
+            yield done
+            return
+
+        def control() -> None:
+            row, _result, verdict = control_of(self.trajectory, step, self.replay, self.meter, "counterfactual",
+                                               self.success_before)
+            done.append((row, verdict))
+
+        thread = threading.Thread(target=control, name=f"control-step-{step}", daemon=True)
+        thread.start()
+        try:
+            yield done
+        finally:
+            thread.join()
+            self.controls_by_step.setdefault(step, []).extend(done)
+
     # -------------------------------------------------------------- phases
 
     def ranked(self) -> None:
         for _ in range(self.meter.budget.max_candidates):
-            stop = self.meter.cannot_replay()
+            stop = self.meter.cannot_replay("the ranked search")
             if stop:
                 self.notes.append(f"ranked search stopped: {stop}")
                 return
@@ -472,7 +525,7 @@ class _Search:
             if isinstance(diagnosis, NoAgentError):
                 self.no_agent_error = self.confirm(diagnosis)
                 return
-            if self.attempt(diagnosis).success:
+            if self.attempt(diagnosis, early_control=True).success:
                 return
 
     def confirm(self, finding: NoAgentError) -> NoAgentError:
@@ -488,7 +541,8 @@ class _Search:
         one correct: no replay), at most `max_candidates` of them, until a fix succeeds."""
         agent_steps = {s.index for s in self.trajectory.steps if s.kind == "agent"}
         for index in [i for i in dict.fromkeys(prior) if i in agent_steps][: self.meter.budget.max_candidates]:
-            stop = self.meter.cannot_replay() or self.meter.cannot_ask()
+            what = f"the prior search before step {index}"
+            stop = self.meter.cannot_replay(what) or self.meter.cannot_ask(what)
             if stop:
                 self.notes.append(f"prior search stopped before step {index}: {stop}")
                 return
@@ -497,7 +551,7 @@ class _Search:
                 self.notes.append(f"step {index}: no correction tried ({why})")
             elif diagnosis.declined:
                 self.declined.append(diagnosis)
-            elif self.attempt(diagnosis).success:
+            elif self.attempt(diagnosis, early_control=True).success:
                 return
 
     def scan(self, *, require_fix: bool, source: Literal["earlier", "sequential"]) -> None:
@@ -507,7 +561,8 @@ class _Search:
         for step in self.trajectory.steps[:limit]:
             if step.kind != "agent" or step.index in self.tried_steps():
                 continue
-            stop = self.meter.cannot_replay() or self.meter.cannot_ask()
+            what = f"the {source} scan before step {step.index}"
+            stop = self.meter.cannot_replay(what) or self.meter.cannot_ask(what)
             if stop:
                 self.notes.append(f"{source} scan stopped before step {step.index}: {stop}")
                 return
@@ -538,7 +593,7 @@ class _Search:
                 erring[a.diagnosis.step] = a.diagnosis  # the last fix tried at that step
         if len(erring) < 2:
             return
-        stop = self.meter.cannot_replay()
+        stop = self.meter.cannot_replay(f"the joint fix of steps {sorted(erring)}")
         if stop:
             self.notes.append(f"joint fix of steps {sorted(erring)} not tried: {stop}")
             return
@@ -566,7 +621,8 @@ class _Search:
 
     def result(self, search: SearchName) -> CounterfactualResult:
         t = self.trajectory
-        replays = [r for a in self.attempts for r in a.rows()]
+        spare = [row for rows in self.controls_by_step.values() for row, _ in rows]
+        replays = list({r.id: r for a in self.attempts for r in a.rows()}.values())  # in order, each once
         leaks = [x for x in self.asked if (x.problem or "").startswith("answer_leak:")]
         evidence_notes = [
             ("steps " + "+".join(map(str, a.steps)) if a.joint else f"step {a.diagnosis.step}")
@@ -582,6 +638,9 @@ class _Search:
                if a.check is not None else "")
             for a in self.attempts
         ] + [f"step {d.step} ({d.agent}): judged correct by the analyzer" for d in self.declined] + [
+            f"step {r.intervention.step}: control replayed beside a fix that did not flip "
+            f"({'flipped' if r.success_after else 'still failed' if r.success_after is False else 'decided nothing'}) "
+            f"[{r.id}]" for r in spare] + [
             f"answer_leak rejected: {x.problem[len('answer_leak: '):]}" for x in leaks] + self.notes
         metadata: dict[str, Any] = {
             "search": search,
@@ -595,7 +654,10 @@ class _Search:
             "repeats": self.repeats,
             "answer_leaks": len(leaks),
             "not_causal_steps": [a.diagnosis.step for a in self.attempts if a.not_causal],
+            "search_stats": self.meter.stats(),
         }
+        if self.meter.cut is not None:
+            evidence_notes.append(f"cut: {self.meter.cut.reason} (it stopped {self.meter.cut.stopped})")
         common = dict(run_id=t.id, framework=t.framework, benchmark=t.benchmark, method="counterfactual",
                       annotator=model_name(self.analyzer, "analyzer"), cost=self.meter.cost())
         finding = self.no_agent_error
@@ -683,6 +745,7 @@ def find_decisive_step(
     deterministic: Deterministic | None = None,
     step_request: StepRequest | None = None,
     run_program: RunProgram | None = None,
+    early_controls: bool = True,
 ) -> CounterfactualResult:
     """Find the earliest agent step whose correction turns the failed `trajectory` into a success.
 
@@ -714,6 +777,10 @@ def find_decisive_step(
         run_program: `code -> what it printed` (`rootstep.benchmarks.sandbox_runner`; the flows pass one
             over the session's verification sandbox): for math and QA, what a step's or a fix's fenced Python
             prints is what it states (`answer_leak`, `gives_answer`). None: only the text is read.
+        early_controls: in the ranked phase, replay the step's control beside the fix's replay (another
+            thread; the replay callable must allow two replays at once), so that a flip's proof is ready when
+            the fix flips; a control that a failed fix leaves unused is kept for a later flip at that step and
+            recorded with the search's replays. The scan of earlier steps, where most fixes fail, does not.
 
     Returns a `CounterfactualResult` whose annotation is verified with the earliest causal step found
     (every earlier agent step tested or judged correct), `unproven_earliest` when earlier steps were
@@ -727,7 +794,7 @@ def find_decisive_step(
         raise TypeError("find_decisive_step needs an analyzer and a replay callable")
     search = _Search(trajectory, verdict, task_context or TaskContext.of(trajectory), analyzer, replay,
                      budget or Budget(), max_prompt_chars, verify, controls, repeats, deterministic, step_request,
-                     run_program)
+                     run_program, early_controls)
     if prior is not None:
         search.by_prior(prior)
     if search.best is None:

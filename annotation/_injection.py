@@ -120,6 +120,8 @@ class InjectionResult(BaseModel):
     """The injection points tried in order (team-aware modes)."""
     notes: list[str] = Field(default_factory=list)
     cost: Usage = Field(default_factory=Usage)
+    stats: dict[str, Any] = Field(default_factory=dict)
+    """What the injection did and which limit cut it (`Meter.stats`)."""
 
     @property
     def flipped(self) -> bool:
@@ -325,7 +327,7 @@ class _Injection:
         self.flipped: tuple[InjectionAttempt, Trajectory] | None = None
         self.base = {"question": context.question or trajectory.question,
                      "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
-                     "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars)[0],
+                     "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars, compact=True)[0],
                      "agents": trajectory.agents}
 
     def tried(self) -> set[tuple[int, str]]:
@@ -373,7 +375,7 @@ class _Injection:
         """Free-choice perturber proposals (`perturber.j2`), the ineffective ones fed back."""
         assert self.perturber is not None
         for _ in range(self.budget.max_candidates):
-            stop = self.meter.cannot_replay()
+            stop = self.meter.cannot_replay("the perturber's proposals")
             if stop:
                 self.notes.append(f"perturber proposals stopped: {stop}")
                 return
@@ -405,12 +407,13 @@ class _Injection:
         view_task = self.context.task
         for index in self.points:
             step = t.steps[index]
-            stop = self.meter.cannot_replay()
+            stop = self.meter.cannot_replay(f"the team-aware points before step {index}")
             if stop:
                 self.notes.append(f"team-aware points stopped before step {index}: {stop}")
                 return
             tried = self.tried()
             shown = next(x for x in self.base["steps"] if x["index"] == index)
+            shown = {**shown, "content": shown["full"]}  # the step to corrupt, whole (the run shows it compact)
             team = _team_view(t, step, view_task, t.verdict)
             corruption, why = ask_valid(
                 self.perturber,
@@ -433,7 +436,7 @@ class _Injection:
                                   "the corrupted step, so its standing instruction would reach nothing (the same "
                                   "replay again would be a re-roll, not a new test)")
                 continue
-            if mode in ("auto", "persistent") and not self.meter.cannot_replay():
+            if mode in ("auto", "persistent") and not self.meter.cannot_replay(f"the persistent replay of step {index}"):
                 if self.attempt(corruption, "persistent"):
                     return
 
@@ -444,7 +447,7 @@ class _Injection:
         if not candidates:
             self.notes.append("no programmatic perturbation applies to this run's agent steps")
         for p in candidates:
-            stop = self.meter.cannot_replay()
+            stop = self.meter.cannot_replay("the programmatic candidates")
             if stop:
                 self.notes.append(f"programmatic candidates stopped: {stop}")
                 return
@@ -456,7 +459,11 @@ class _Injection:
         replays = [r for a in self.attempts for r in a.rows()]
         cost = self.meter.cost()
         leaks = sum(1 for x in self.asked if (x.problem or "").startswith("answer_leak:"))
-        common = dict(replays=replays, attempts=self.attempts, asked=self.asked, points=self.points, cost=cost)
+        stats = self.meter.stats()
+        if self.meter.cut is not None:
+            self.notes.append(f"cut: {self.meter.cut.reason} (it stopped {self.meter.cut.stopped})")
+        common = dict(replays=replays, attempts=self.attempts, asked=self.asked, points=self.points, cost=cost,
+                      stats=stats)
         if self.flipped is None:
             self.notes.append(f"no corruption flipped the run ({len(self.attempts)} tried)")
             return InjectionResult(notes=self.notes, **common)
@@ -506,7 +513,7 @@ class _Injection:
                       "steps": [c.step], "multi_step": False, "edit": proof.edit, "flip_check": proof.check.summary(),
                       "confidence": proof.check.effect.confidence, "answer_leaks": leaks,
                       "control_replays": self.meter.control_replays, "earliest": "by construction",
-                      "description": c.description, "description_unfounded": unfounded},
+                      "description": c.description, "description_unfounded": unfounded, "search_stats": stats},
         )
         annotation = with_transcript(annotation, self.asked, self.perturber)
         return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, **common)

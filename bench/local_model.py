@@ -1,7 +1,9 @@
 """The offline model on this machine: seconds per agent call and tokens/s with and without prefix reuse,
-and labels per hour on the main job's slice.
+speculative decoding (plain vs n-gram vs draft model), the analyzer's call with and without the compact
+rendering of the run, and labels per hour on the main job's slice.
 
     .venv/bin/python bench/local_model.py [--model local/qwen2.5-coder-0.5b] [--turns 8] [--warehouse ./rootstep-data]
+    .venv/bin/python bench/local_model.py --sections speculative compact labels
 
 Measured side by side in one run, in one process, on two engines of the same model that differ only in
 prompt (KV) caching:
@@ -15,6 +17,18 @@ generate the same tokens; then the run's requests are sent again, as a replay re
 prefix. Each request goes to both engines back to back (the machine is shared: alternating keeps the
 load the same for both). Printed: seconds per call, prompt tokens processed vs reused, prompt and
 generated tokens/s, and the ratio.
+
+Speculative decoding, for the 0.5B and the 1.5B: the same requests to engines that differ only in decoding
+(`plain`; `ngram`: llama.cpp's ngram-simple prompt lookup; `draft`: the 0.5B drafting for the 1.5B, after
+checking that their vocabularies match), one slot and no prompt cache each, greedy: a step rewritten with a
+correction (`rewrite_step.j2` on a real MBPP solution: the answer copies its prompt), an analyzer request
+(`analyzer.j2`, JSON mode) and agent turns on GSM8K. Printed: generated tokens/s, the draft acceptance rate,
+and how many answers are identical to plain decoding's.
+
+Compact rendering: the analyzer's first prompt (`analyzer.j2`) for the failed runs of the warehouse (else a
+synthetic AG2-style run whose coder and critic repeat one code block), rendered whole and compact
+(`render_steps(compact=True)`), sent to one 1.5B engine without prompt cache with the same answer length:
+prompt tokens and seconds per call side by side.
 
 Labels per hour: from a warehouse the main job wrote (`scripts/main.sh`), verified counterfactual and
 fault-injection labels divided by the wall time spent on them (the collected runs' episode seconds plus
@@ -123,6 +137,140 @@ def concurrency(engine: Any, question: str, max_tokens: int, levels: list[int]) 
         print(f"{level:>8} {wall:8.1f} {tok_s:16.1f} {wall / n:14.2f}   ({tok_s / base:.2f}x the throughput at 1)")
 
 
+# ---------------------------------------------------------------------------------- speculative decoding
+
+
+def bare_engine(name: str, speculative: str) -> Any:
+    """An engine of local model `name` with one slot, no prompt cache and `speculative` decoding."""
+    from rootstep.gateway._local_model import Engine, engine_threads, gguf_path
+    from rootstep.gateway._local_weights import local_model
+
+    spec = local_model(name)
+    return Engine(spec, gguf_path(name), n_ctx=16384, threads=engine_threads(), slots=1, prompt_cache=False,
+                  speculative=speculative)
+
+
+def speculative_requests(warehouse: str) -> dict[str, list[dict[str, Any]]]:
+    """The three workloads: a rewritten step (copies its prompt), analyzer requests, agent turns."""
+    from rootstep.benchmarks import load_tasks
+    from rootstep.prompts import render
+    from rootstep.warehouse import Step
+
+    rewrite = []
+    for task in load_tasks("mbpp", limit=3, seed=3):
+        code = task.metadata.get("reference_solution") or ""
+        step = Step(index=1, agent="coder", content=f"```python\n{code}\n```")
+        rewrite.append({"messages": [{"role": "user", "content": render(
+            "rewrite_step.j2", question=task.prompt, step=step, instruction="Rename the function's first parameter "
+            "to `data` everywhere it is used.", reason="", previous_answer=None, problem=None)}], "max_tokens": 160})
+    analyzer = [{"messages": [{"role": "user", "content": p}], "max_tokens": 96,
+                 "response_format": {"type": "json_object"}} for p in analyzer_prompts(warehouse, compact=True)[:3]]
+    agent = [{"messages": [{"role": "system", "content": AGENTS["coder"]}, {"role": "user", "content": t.prompt}],
+              "max_tokens": 160} for t in load_tasks("gsm8k", limit=3, seed=5)]
+    return {"rewritten step": rewrite, "analyzer": analyzer, "agent turn": agent}
+
+
+def speculative(warehouse: str) -> None:
+    from rootstep.gateway._local_model import DRAFT_MODEL, gguf_path, same_vocabulary
+
+    workloads = speculative_requests(warehouse)
+    print("\nspeculative decoding (one slot, no prompt cache, greedy; the same requests to each engine):")
+    print(f"{'model':<22} {'decoding':<8} {'workload':<15} {'calls':>5} {'s/call':>7} {'gen tok/s':>10} "
+          f"{'accepted':>9} {'same as plain':>14}")
+    for name in ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"):
+        modes = ["plain", "ngram"]
+        draft = DRAFT_MODEL.get(name)
+        if draft is not None:
+            same = same_vocabulary(gguf_path(name), gguf_path(draft))
+            print(f"  local/{draft} as the draft model of local/{name}: vocabularies "
+                  f"{'match (tokens, merges, types)' if same else 'DIFFER: no draft model'}")
+            if same:
+                modes.append("draft")
+        answers: dict[tuple[str, int], str] = {}
+        for mode in modes:
+            eng = bare_engine(name, "none" if mode == "plain" else mode)
+            for workload, requests in workloads.items():
+                rows = []
+                for i, request in enumerate(requests):
+                    started = time.perf_counter()
+                    out = eng.chat({**request, "temperature": 0, "seed": 0})
+                    timings = out.get("timings") or {}
+                    text = out["choices"][0]["message"].get("content") or ""
+                    rows.append({"seconds": time.perf_counter() - started, "generated": timings.get("predicted_n", 0),
+                                 "gen_ms": timings.get("predicted_ms", 0.0), "draft": timings.get("draft_n") or 0,
+                                 "accepted": timings.get("draft_n_accepted") or 0,
+                                 "same": answers.setdefault((workload, i), text) == text})
+                gen_ms = sum(r["gen_ms"] for r in rows)
+                drafted = sum(r["draft"] for r in rows)
+                accepted = f"{sum(r['accepted'] for r in rows) / drafted:.0%}" if drafted else "-"
+                print(f"{name:<22} {mode:<8} {workload:<15} {len(rows):>5} "
+                      f"{sum(r['seconds'] for r in rows) / len(rows):7.1f} "
+                      f"{1000 * sum(r['generated'] for r in rows) / gen_ms if gen_ms else float('nan'):10.1f} "
+                      f"{accepted:>9} "
+                      f"{sum(r['same'] for r in rows):>6} of {len(rows):<5}")
+            del eng
+
+
+# ---------------------------------------------------------------------------------- compact rendering
+
+
+def _synthetic_failure() -> Any:
+    """An AG2-style failed run (coder, executor, critic) whose coder and critic restate one code block."""
+    from rootstep.benchmarks import load_tasks
+    from rootstep.warehouse import Step, Trajectory, Verdict
+
+    task = load_tasks("gsm8k", limit=1, seed=11)[0]
+    code = "```python\n" + "\n".join(f"step_{i} = {i} * 12  # part {i} of the computation" for i in range(12)) + \
+        "\nprint(step_11)\n```"
+    steps = [Step(index=0, agent="executor", kind="human", content=task.prompt)]
+    for i in range(1, 9):
+        agent = ("coder", "executor", "critic", "coder")[(i - 1) % 4]
+        kind = "tool" if agent == "executor" else "agent"
+        content = ("exitcode: 0 (execution succeeded)\nCode output: 132\n" + "debug line\n" * 60 if kind == "tool"
+                   else f"Here is the program:\n{code}\nAnswer: 132")
+        steps.append(Step(index=i, agent=agent, kind=kind, content=content))
+    return Trajectory(framework="ag2", benchmark="gsm8k", task_id=task.id, question=task.prompt,
+                      ground_truth=task.ground_truth, steps=steps, final_answer="132",
+                      verdict=Verdict(success=False, score=0.0, details={"expected": task.ground_truth, "got": "132"}))
+
+
+def analyzer_prompts(warehouse: str, compact: bool) -> list[str]:
+    """The analyzer's first prompt for each failed run of `warehouse` (a synthetic one when it has none)."""
+    from rootstep.annotation._attempt import verdict_feedback
+    from rootstep.prompts import render, render_steps
+
+    runs = []
+    if (Path(warehouse) / "catalog.duckdb").exists():
+        from rootstep.warehouse import Warehouse
+
+        wh = Warehouse(warehouse)
+        ids = [r["id"] for r in wh.rows("SELECT id FROM failures WHERE source = 'rootstep' ORDER BY id LIMIT 6")]
+        runs = [wh.trajectory(i) for i in ids]
+    runs = runs or [_synthetic_failure()]
+    return [render("analyzer.j2", question=t.question, ground_truth=t.ground_truth, feedback=verdict_feedback(t.verdict),
+                   steps=render_steps(t, max_prompt_chars=24_000, compact=compact)[0], agents=t.agents, failed=[],
+                   previous_answer=None, problem=None) for t in runs]
+
+
+def compact_rendering(warehouse: str) -> None:
+    from rootstep.gateway._defaults import DEFAULT_ANNOTATOR_MODEL
+
+    name = DEFAULT_ANNOTATOR_MODEL.split("/", 1)[1]
+    whole, compact = analyzer_prompts(warehouse, False), analyzer_prompts(warehouse, True)
+    eng = bare_engine(name, "none")
+    print(f"\nthe analyzer's first prompt, whole vs compact ({len(whole)} runs; {DEFAULT_ANNOTATOR_MODEL}, one slot, no "
+          "prompt cache, 48 generated tokens each):")
+    print(f"{'rendering':<10} {'chars':>7} {'prompt tok':>11} {'s/call':>7}")
+    sums = {}
+    for label, prompts in (("whole", whole), ("compact", compact)):
+        rows = [call(eng, [{"role": "user", "content": p}], 48) for p in prompts]
+        sums[label] = (sum(len(p) for p in prompts), sum(r["processed"] for r in rows), sum(r["seconds"] for r in rows))
+        n = len(prompts)
+        print(f"{label:<10} {sums[label][0] / n:7.0f} {sums[label][1] / n:11.0f} {sums[label][2] / n:7.1f}")
+    print(f"compact: {sums['whole'][1] / max(sums['compact'][1], 1):.2f}x fewer prompt tokens, "
+          f"{sums['whole'][2] / sums['compact'][2]:.2f}x faster per analyzer call")
+
+
 def labels_per_hour(location: str) -> None:
     from rootstep.warehouse import Warehouse
 
@@ -144,6 +292,12 @@ def labels_per_hour(location: str) -> None:
     if total_s:
         print(f"  all: {total_labels} labels in {total_s / 60:.1f} min of episodes and searches = "
               f"{3600 * total_labels / total_s:.1f} labels/hour ({total_s / max(total_labels, 1):.0f} s per label)")
+    span = wh.rows("SELECT epoch(max(t)) - epoch(min(t)) AS s FROM (SELECT started_at AS t FROM runs "
+                   "WHERE parent_run_id IS NULL AND source = 'rootstep' UNION ALL SELECT created_at AS t FROM annotations "
+                   "WHERE method IN ('counterfactual', 'fault_injection'))")[0]["s"]
+    if span and total_labels:
+        print(f"  wall clock from the first collected run to the last annotation: {span / 60:.1f} min = "
+              f"{3600 * total_labels / span:.1f} labels per wall-clock hour")
 
 
 def main() -> None:
@@ -154,8 +308,21 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 2, 4],
                         help="requests at once to compare (default 1 2 4; none to skip)")
     parser.add_argument("--warehouse", default=os.environ.get("ROOTSTEP_WAREHOUSE", "rootstep-data"))
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS),
+                        help="what to measure (default: everything)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    if "reuse" in args.sections or "concurrency" in args.sections:
+        prefix_reuse(args)
+    if "speculative" in args.sections:
+        speculative(args.warehouse)
+    if "compact" in args.sections:
+        compact_rendering(args.warehouse)
+    if "labels" in args.sections:
+        labels_per_hour(args.warehouse)
+
+
+def prefix_reuse(args: argparse.Namespace) -> None:
     from rootstep.gateway._defaults import DEFAULT_MODEL
 
     model = args.model or DEFAULT_MODEL
@@ -164,25 +331,30 @@ def main() -> None:
     reuse, plain = engines(name)
     print(f"{model}: two engines loaded in {time.perf_counter() - started:.1f} s; context {reuse.n_ctx} tokens; "
           f"threads {os.environ.get('ROOTSTEP_LOCAL_THREADS', 'every core')}; {os.cpu_count()} cores")
-    out = workload(task_text(), args.turns, args.max_tokens, reuse, plain)
-    print(f"\n{args.turns} agent turns on GSM8K test-0, then their replay ({2 * args.turns} calls per engine, "
-          f"{args.max_tokens} generated tokens each):")
-    print(f"{'engine':<10} {'s/call':>8} {'p50 s':>7} {'prompt tok processed':>21} {'reused':>8} "
-          f"{'prompt tok/s':>13} {'gen tok/s':>10}")
-    sums = {k: summary(v) for k, v in out.items()}
-    for k, s in sums.items():
-        print(f"{k:<10} {s['s_per_call']:8.2f} {s['p50_s']:7.2f} {s['processed']:21.0f} {s['reused']:8.0f} "
-              f"{s['prompt_tok_s']:13.1f} {s['gen_tok_s']:10.1f}")
-    a, b = sums["reuse"], sums["no reuse"]
-    print(f"prefix reuse: {b['s_per_call'] / a['s_per_call']:.2f}x faster per call; "
-          f"{b['processed'] / max(a['processed'], 1):.1f}x fewer prompt tokens processed")
-    replay_a = summary(out["reuse"][args.turns:])
-    replay_b = summary(out["no reuse"][args.turns:])
-    print(f"the replay's calls alone: {replay_b['s_per_call'] / replay_a['s_per_call']:.2f}x faster with reuse "
-          f"({replay_a['s_per_call']:.2f} vs {replay_b['s_per_call']:.2f} s per call)")
-    if args.concurrency:
+    if "reuse" in args.sections:
+        out = workload(task_text(), args.turns, args.max_tokens, reuse, plain)
+        print(f"\n{args.turns} agent turns on GSM8K test-0, then their replay ({2 * args.turns} calls per engine, "
+              f"{args.max_tokens} generated tokens each):")
+        print(f"{'engine':<10} {'s/call':>8} {'p50 s':>7} {'prompt tok processed':>21} {'reused':>8} "
+              f"{'prompt tok/s':>13} {'gen tok/s':>10}")
+        sums = {k: summary(v) for k, v in out.items()}
+        for k, s in sums.items():
+            print(f"{k:<10} {s['s_per_call']:8.2f} {s['p50_s']:7.2f} {s['processed']:21.0f} {s['reused']:8.0f} "
+                  f"{s['prompt_tok_s']:13.1f} {s['gen_tok_s']:10.1f}")
+        a, b = sums["reuse"], sums["no reuse"]
+        print(f"prefix reuse: {b['s_per_call'] / a['s_per_call']:.2f}x faster per call; "
+              f"{b['processed'] / max(a['processed'], 1):.1f}x fewer prompt tokens processed")
+        replay_a = summary(out["reuse"][args.turns:])
+        replay_b = summary(out["no reuse"][args.turns:])
+        print(f"the replay's calls alone: {replay_b['s_per_call'] / replay_a['s_per_call']:.2f}x faster with reuse "
+              f"({replay_a['s_per_call']:.2f} vs {replay_b['s_per_call']:.2f} s per call)")
+    if "concurrency" in args.sections and args.concurrency:
         concurrency(reuse, task_text(), args.max_tokens, sorted(set(args.concurrency)))
-    labels_per_hour(args.warehouse)
+
+
+SECTIONS = {"reuse": "prefix (KV) reuse", "concurrency": "requests at once on one engine",
+            "speculative": "plain vs n-gram vs draft-model decoding", "compact": "the analyzer's call, compact or whole",
+            "labels": "labels per hour from a warehouse"}
 
 
 if __name__ == "__main__":

@@ -161,12 +161,16 @@ def right_answer_in(task: Task, text: str, verify: Verify, *, skip: str | None =
     return None
 
 
-def same_answer(task: Task, original: str, fix: str, verify: Verify) -> str | None:
+def same_answer(task: Task, original: str, fix: str, verify: Verify,
+                run_program: RunProgram | None = None) -> str | None:
     """Why `fix` states the same answer as `original` (so it only re-formats), or None when it changes it
     or either has no answer to compare.
 
     Code: the same program (the entry point's AST, layout and comments ignored). Other tasks: the fix's
     strongest answer equals one of the original's candidate answers, as the task's verifier compares them.
+    With `run_program` (math and QA), a text whose fenced Python prints something states what it prints,
+    not what its prose claims it prints: a retake whose code computes 5 while its text says "output 12.5"
+    changed the answer (to 5), and the step's own program output is one of its candidates too.
     """
     if _is_code(task):
         entry_point = task.metadata.get("entry_point")
@@ -174,15 +178,26 @@ def same_answer(task: Task, original: str, fix: str, verify: Verify) -> str | No
         if a is not None and a == b:
             return "the fix holds the same program as the step (only its presentation changed)"
         return None
-    fixed = answer_spans(fix)
-    if not fixed:
-        return None
-    fix_answer = fixed[0][0]
-    for candidate in answer_candidates(original):
+    printed = program_output(fix, run_program)
+    if printed is not None:
+        numbers = _LAST_NUMBER.findall(printed)
+        fix_answer = numbers[-1] if numbers else printed.splitlines()[-1].strip()
+        stated = f"the fix's program prints {fix_answer!r}"
+    else:
+        fixed = answer_spans(fix)
+        if not fixed:
+            return None
+        fix_answer = fixed[0][0]
+        stated = f"the fix states the answer {fix_answer!r}"
+    candidates = answer_candidates(original)
+    own = program_output(original, run_program) if printed is not None else None
+    if own is not None:
+        numbers = _LAST_NUMBER.findall(own)
+        candidates.append(numbers[-1] if numbers else own.splitlines()[-1].strip())
+    for candidate in dict.fromkeys(candidates):
         judged = _verify_quietly(verify, task.model_copy(update={"ground_truth": candidate}), fix_answer)
         if judged is not None and judged.success:
-            return (f"the fix states the answer {fix_answer!r}, which the step already gave as {candidate!r} "
-                    "(only its presentation changed)")
+            return f"{stated}, which the step already gave as {candidate!r} (only its presentation changed)"
     return None
 
 

@@ -7,8 +7,8 @@ a registry looked up by name. Prefect records a flow's parameters; a session is 
 them with each task it sends to a Dask / Ray worker, where a session arrives as None (`__reduce__`: its
 gateway, locks and warehouse belong to the flow's process; a unit there opens a worker session).
 
-Concurrency limits are thread-safe semaphores keyed by model and by sandbox pool, not Prefect global
-concurrency limits: with the ephemeral API (the default `rootstep pipeline`) the Prefect server lives
+Concurrency limits are the session's `Scheduler` (`rootstep.flows._scheduler`): FIFO slots for searches,
+per model and per sandbox pool, not Prefect global concurrency limits: with the ephemeral API (the default `rootstep pipeline`) the Prefect server lives
 inside this process anyway, a global limit must be created on a server before use (an unknown name
 does not limit), every acquisition is an API round trip, and a crashed process leaves its slots leased
 until they expire. The gateway (and the in-process local model) are per process too, so a per-process
@@ -39,6 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.warehouse import LLMCall, Warehouse
 
+from ._scheduler import Scheduler
+
 if TYPE_CHECKING:
     from rootstep.adapters.base import Adapter
     from rootstep.gateway import Gateway, GatewayServer
@@ -55,6 +57,9 @@ class Limits(BaseModel):
 
     per_model: int = Field(default=2, ge=1)
     """Concurrent episodes / LLM proposals per model string (a provider's rate limit)."""
+    searches: int | None = Field(default=None, ge=1)
+    """Counterfactual searches and fault injections at once. None: fitted to the machine
+    (`rootstep.flows._scheduler.fitted_searches`: one per two cores on the offline models, 4 with remote ones)."""
     per_local_model: int = Field(default=2, ge=1)
     """For `local/...` models, which run inside this process on the CPU: two episodes at once share the
     engine's slots (one batch per decoding step) and keep it busy while the other waits on its sandbox
@@ -76,13 +81,13 @@ class Session:
     """The shared state of one flow run (see the module docstring)."""
 
     __slots__ = ("warehouse", "gateway", "server", "limits", "sandbox", "adapter_options", "_owner", "lock",
-                 "_semaphores", "_verify_sandbox", "_verifier", "_stopping", "__weakref__")
+                 "scheduler", "_verify_sandbox", "_verifier", "_stopping", "__weakref__")
 
     def __init__(self, warehouse: Warehouse | None, gateway: "Gateway | None", server: "GatewayServer | None", *,
                  limits: Limits | None = None, sandbox: Any = None, verifier: Any = None,
                  adapter_options: dict[str, Any] | None = None, shared: "Session | None" = None):
-        """`shared`: a session whose lock, limits' semaphores and verification sandbox this one uses
-        (a worker process's sessions, one per unit with its own gateway, share one set of limits)."""
+        """`shared`: a session whose lock, scheduler and verification sandbox this one uses (a worker
+        process's sessions, one per unit with its own gateway, share one set of limits)."""
         self.warehouse = warehouse
         self.gateway = gateway
         self.server = server
@@ -91,10 +96,12 @@ class Session:
         self.adapter_options = dict(adapter_options or {})
         self._owner: Session = shared._owner if shared is not None else self
         self.lock = self._owner.lock if shared is not None else threading.RLock()
-        self._semaphores: dict[str, threading.BoundedSemaphore] = self._owner._semaphores if shared is not None else {}
         self._verify_sandbox: Any = sandbox
         self._verifier = verifier
         self._stopping: threading.Event = self._owner._stopping if shared is not None else threading.Event()
+        self.scheduler: Scheduler = self._owner.scheduler if shared is not None else Scheduler(
+            per_model=self.limits.per_model, per_local_model=self.limits.per_local_model,
+            sandboxes=self.limits.sandboxes, searches=self.limits.searches, stopping=self._stopped)
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         return _not_shipped, ()
@@ -109,6 +116,10 @@ class Session:
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def _stopped(self) -> "Stopped | None":
+        """What a unit waiting for a slot raises once the session is stopping (`Scheduler`)."""
+        return Stopped("the run was stopped while this unit waited for its turn") if self._stopping.is_set() else None
 
     def check(self) -> None:
         """Raise `Stopped` once the session is stopping (a unit about to start)."""
@@ -156,21 +167,9 @@ class Session:
 
     # ------------------------------------------------------------------ limits
 
-    def _semaphore(self, key: str, size: int) -> threading.BoundedSemaphore:
-        with self.lock:
-            if key not in self._semaphores:
-                self._semaphores[key] = threading.BoundedSemaphore(size)
-            return self._semaphores[key]
-
-    def model_limit(self, model: str) -> threading.BoundedSemaphore:
-        size = self.limits.per_local_model if model.startswith("local/") else self.limits.per_model
-        return self._semaphore(f"model:{model}", size)
-
-    @contextmanager
-    def episode_slot(self, model: str) -> Iterator[None]:
-        """One framework episode: a slot of its model and one of the sandbox pool (always in this order)."""
-        with self.model_limit(model), self._semaphore("sandbox:docker", self.limits.sandboxes):
-            yield
+    def episode_slot(self, model: str) -> Any:
+        """One framework episode or replay (`Scheduler.episode`)."""
+        return self.scheduler.episode(model)
 
     # ------------------------------------------------------------------ recordings
 

@@ -55,6 +55,24 @@ from ._unit import Outcome, UnitSpec, gather, unit_task
 Method = Literal["counterfactual", "fault_injection"]
 
 
+class SearchStats(BaseModel):
+    """What a search did (`rootstep.annotation.Meter.stats`) and the limit that cut it, if any."""
+
+    replays: int = 0
+    """Replays tried, controls apart."""
+    control_replays: int = 0
+    analyzer_calls: int = 0
+    """Calls of the analyzer / perturber (re-asks included)."""
+    live_calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    """Wall seconds since the scheduler admitted the search."""
+    cut_by: Literal["replays", "llm_calls", "live_calls", "tokens", "wall_clock"] | None = None
+    """The first limit that stopped the search from doing what it would have done next (None: it finished)."""
+    cut_reason: str | None = None
+    cut_stopped: str | None = None
+
+
 class AnnotatedRun(BaseModel):
     """What one search produced (one row of the pipeline's table)."""
 
@@ -92,6 +110,8 @@ class AnnotatedRun(BaseModel):
     recheck_of: str | None = None
     """A re-check: the label (annotation id) this search re-did from scratch; `agrees`: same agent and step."""
     agrees: bool | None = None
+    stats: SearchStats = Field(default_factory=SearchStats)
+    """What the search did and which limit cut it (`cut_by`)."""
 
 
 class Causality(BaseModel):
@@ -215,7 +235,7 @@ class _Limited:
         self.chat.max_tokens = value
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
-        with self.session.model_limit(self.chat.model):
+        with self.session.scheduler.call(self.chat.model):
             return self.chat(prompt)
 
 
@@ -321,12 +341,14 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
 
         prior = [s.index for s in trajectory.steps if s.kind == "agent"]
         random.Random(f"recheck:{recheck.id}").shuffle(prior)
-    result = find_decisive_step(trajectory, trajectory.verdict, None,
-                                _chat(session, spec.analyzer_model, spec.max_tokens, trajectory, "analyzer"),
-                                _replay_fn(session, trajectory, captured, recorded), spec.budget, verify=session.verifier,
-                                controls=causality.controls, repeats=causality.repeats, prior=prior,
-                                deterministic=_deterministic(trajectory, recorded), step_request=_step_request(recorded),
-                                run_program=sandbox_runner(session.verification_sandbox))
+    analyzer = _chat(session, spec.analyzer_model, spec.max_tokens, trajectory, "analyzer")
+    with session.scheduler.search([spec.analyzer_model, trajectory.model]):  # the meter starts once admitted
+        result = find_decisive_step(trajectory, trajectory.verdict, None, analyzer,
+                                    _replay_fn(session, trajectory, captured, recorded), spec.budget,
+                                    verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
+                                    prior=prior, deterministic=_deterministic(trajectory, recorded),
+                                    step_request=_step_request(recorded),
+                                    run_program=sandbox_runner(session.verification_sandbox))
     a = _keep(result.annotation, causality)
     agrees = None
     if recheck is not None:
@@ -340,6 +362,7 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
         step=a.step, verified=a.verified, cost=a.cost, worker=worker_id(),
         reason=None if a.status == "labelled" else a.evidence.reason, confidence=a.metadata.get("confidence"),
         steps=list(a.metadata.get("steps") or []), recheck_of=None if recheck is None else recheck.id, agrees=agrees,
+        stats=SearchStats.model_validate(result.annotation.metadata.get("search_stats") or {}),
     )
     return Annotated(row=run, runs=captured, replays=result.replays, annotations=[a])
 
@@ -355,12 +378,13 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
     captured: list[Trajectory] = []
     recorded = _recorded(session, trajectory, spec.recorded)
     perturber = None if perturber_model is None else _chat(session, perturber_model, spec.max_tokens, trajectory, "perturber")
-    result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), spec.budget,
-                          programmatic=spec.programmatic, seed=spec.seed, mode=spec.mode,
-                          independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents,
-                          verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
-                          deterministic=_deterministic(trajectory, recorded),
-                          run_program=sandbox_runner(session.verification_sandbox))
+    with session.scheduler.search([perturber_model, trajectory.model]):  # the meter starts once admitted
+        result = inject_fault(trajectory, perturber, _replay_fn(session, trajectory, captured, recorded), spec.budget,
+                              programmatic=spec.programmatic, seed=spec.seed, mode=spec.mode,
+                              independent_agents=adapter.independent_agents, answer_agents=adapter.answer_agents,
+                              verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
+                              deterministic=_deterministic(trajectory, recorded),
+                              run_program=sandbox_runner(session.verification_sandbox))
     a = None if result.annotation is None else _keep(result.annotation, causality)
     run = AnnotatedRun(
         method="fault_injection", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
@@ -368,7 +392,7 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
         labelled_run_id=None if a is None else a.run_id, annotation_id=None if a is None else a.id,
         agent=None if a is None else a.agent, step=None if a is None else a.step,
         verified=a is not None and a.verified, cost=result.cost, worker=worker_id(), mode=None if a is None else a.metadata.get("mode"),
-        confidence=None if a is None else a.metadata.get("confidence"),
+        confidence=None if a is None else a.metadata.get("confidence"), stats=SearchStats.model_validate(result.stats),
     )
     return Annotated(row=run, runs=captured, replays=result.replays,
                      annotations=[a if a is not None else with_transcript(not_flipped_record(trajectory, result, perturber_model),
@@ -389,7 +413,8 @@ def not_flipped_record(trajectory: Trajectory, result: Any, perturber_model: str
                                         "no corruption flipped the run", replay_ids=[r.id for r in result.replays],
                                         notes=result.notes),
                       cost=result.cost, metadata={"points": result.points, "answer_leaks": leaks,
-                                                  "not_causal_steps": [x.corruption.step for x in not_causal]})
+                                                  "not_causal_steps": [x.corruption.step for x in not_causal],
+                                                  "search_stats": result.stats})
 
 
 def _search_inputs(session: Session, run_id: str) -> dict[str, Any]:

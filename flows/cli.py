@@ -86,9 +86,12 @@ def _budget(preset: Budget, **limits: Any) -> Budget:
 
 
 def budget_options(preset: Budget) -> Any:
-    """`--max-replays`, `--max-llm-calls`, `--max-candidates`, `--max-seconds` with the defaults of `preset`
-    (a `Budget` preset: one source for the library and the command line); the command receives the `Budget`
-    as its parameter `budget`."""
+    """`--max-replays`, `--max-llm-calls`, `--max-search-tokens`, `--max-candidates`, `--max-seconds` with the
+    defaults of `preset` (a `Budget` preset: one source for the library and the command line); the command
+    receives the `Budget` as its parameter `budget`."""
+    def build(max_search_tokens: Optional[int] = None, **limits: Any) -> Budget:
+        return _budget(preset, max_tokens=max_search_tokens, **limits)
+
     return option_group("budget", {
         "max_replays": (Optional[int], typer.Option(
             preset.max_replays, "--max-replays", min=0, help="Replays per label (budget; controls apart). Default: "
@@ -96,13 +99,18 @@ def budget_options(preset: Budget) -> Any:
         "max_llm_calls": (Optional[int], typer.Option(
             preset.max_llm_calls, "--max-llm-calls", min=0,
             help="Analyzer/perturber calls per label (budget). Default: sized to the run.")),
+        "max_search_tokens": (Optional[int], typer.Option(
+            preset.max_tokens, "--max-search-tokens", min=0,
+            help="Tokens of a search's LLM calls (analyzer/perturber and the replays' live calls; budget). "
+                 "Default: unbounded.")),
         "max_candidates": (int, typer.Option(
             preset.max_candidates, "--max-candidates", min=1, help="Analyzer-ranked diagnoses per failure; injection "
             "points per success (spread over the run's agents and steps, the answer step last).")),
         "max_seconds": (Optional[float], typer.Option(
-            preset.max_seconds, "--max-seconds", help="Wall seconds per label (budget; a search stopped by it never "
-            "yields a label whose earlier steps were not tried).")),
-    }, build=lambda **limits: _budget(preset, **limits))
+            preset.max_seconds, "--max-seconds", help="Outer wall clock per search, from when the scheduler admits it: "
+            "a safety cap, not a budget (the work budgets above measure the search; this measures the machine). A "
+            "search it cuts says so, and never yields a label whose earlier steps were not tried.")),
+    }, build=build)
 
 
 class Method(str, Enum):
@@ -127,15 +135,19 @@ _LIMITS = Limits.model_fields
 EpisodeSecondsOpt = typer.Option(_LIMITS["episode_seconds"].default, "--episode-seconds", min=1,
                                  help="Wall clock of one framework episode (raise it for slow or hand-answered models).")
 PerModelOpt = typer.Option(_LIMITS["per_model"].default, help="Concurrent episodes per model (local models: 1).")
+SearchesOpt = typer.Option(None, "--searches", min=1,
+                           help="Searches (counterfactual and injection) at once. Default: fitted to the machine "
+                                "(one per two cores on the offline models, 4 with remote ones).")
 SandboxesOpt = typer.Option(_LIMITS["sandboxes"].default, help="Concurrent Docker containers.")
 LLMSecondsOpt = typer.Option(_LIMITS["llm_seconds"].default, "--llm-seconds", min=1,
                              help="Wall clock of one analyzer/perturber call (raise it for slow or hand-answered "
                                   "models: a cut call fails and is asked again).")
 limits_options = option_group("limits", {
     "per_model": (int, PerModelOpt), "sandboxes": (int, SandboxesOpt), "episode_seconds": (float, EpisodeSecondsOpt),
+    "searches": (Optional[int], SearchesOpt),
 }, build=lambda **limits: Limits(**limits))
-"""`--per-model`, `--sandboxes`, `--episode-seconds` (defaults: `Limits`'): the command receives the `Limits`
-as its parameter `limits`."""
+"""`--per-model`, `--sandboxes`, `--episode-seconds`, `--searches` (defaults: `Limits`'): the command receives
+the `Limits` as its parameter `limits`."""
 MaxTokensOpt = typer.Option(None, "--max-tokens", min=16,
                             help="Least room per analyzer/perturber answer (default: sized to each run's longest step; "
                                  "a cut answer is re-asked with more).")
@@ -367,6 +379,7 @@ def annotate_cmd(
     max_tokens: Optional[int] = MaxTokensOpt,
     episode_seconds: float = EpisodeSecondsOpt,
     llm_seconds: float = LLMSecondsOpt,
+    searches: Optional[int] = SearchesOpt,
     warehouse: Optional[str] = WarehouseOpt,
     runner: Any = None,
 ) -> None:
@@ -379,7 +392,7 @@ def annotate_cmd(
     framework = with_systems(framework, system)
     causality = _causality(controls, repeats, min_confidence)
     run_ids = _recorded_runs(run_id, warehouse) if run_id else None
-    limits = Limits(episode_seconds=episode_seconds, llm_seconds=llm_seconds)
+    limits = Limits(episode_seconds=episode_seconds, llm_seconds=llm_seconds, searches=searches)
     runs = []
 
     def both() -> None:
@@ -405,6 +418,8 @@ def annotate_cmd(
         extra = "" if a.confidence is None else f"confidence {a.confidence:g}  "
         if a.recheck_of is not None:
             extra += f"re-check of {a.recheck_of}: {'agrees' if a.agrees else 'lands elsewhere'}  "
+        if a.stats.cut_by is not None:
+            extra += f"cut by {a.stats.cut_by} ({a.stats.cut_reason})  "
         console.print(f"{a.method:<15} {a.framework:<12} {a.benchmark}/{a.task_id:<14} {a.status:<17} "
                       f"{a.agent or '-'}@{where}  replays {a.cost.replays}  "
                       f"llm calls {a.cost.llm_calls}  {a.cost.seconds:.1f} s {extra}{a.mode or ''} {a.error or a.reason or ''}",

@@ -119,18 +119,37 @@ class PipelineReport(BaseModel):
                             ("not_flipped", "not_flipped"), ("not_causal", "not_causal"),
                             ("unproven_earliest", "unproven_earliest"), ("annotation_errors", "error")):
             c[key] = first[status]
+        for limit in ("replays", "llm_calls", "live_calls", "tokens", "wall_clock"):
+            c[f"cut_by_{limit}"] = sum(1 for a in self.annotated if a.recheck_of is None and a.stats.cut_by == limit)
         rechecks = [a for a in self.annotated if a.recheck_of is not None]
         c["rechecks"] = len(rechecks)
         c["rechecks_agreeing"] = sum(1 for a in rechecks if a.agrees)
         return c
 
+    def cut_lines(self) -> list[str]:
+        """One line per limit that cut searches: how many, and what they had done (replays, analyzer calls,
+        seconds), so that a search that did not finish is never mistaken for one that found nothing."""
+        lines = []
+        cut = [a for a in self.annotated if a.recheck_of is None and a.stats.cut_by is not None]
+        for limit in ("replays", "llm_calls", "live_calls", "tokens", "wall_clock"):
+            these = [a for a in cut if a.stats.cut_by == limit]
+            if not these:
+                continue
+            name = {"replays": "the replay budget", "llm_calls": "the analyzer-call budget",
+                    "live_calls": "the live-call budget", "tokens": "the token budget",
+                    "wall_clock": "the outer wall clock"}[limit]
+            done = "; ".join(f"{a.method} {a.framework}/{a.task_id} ({a.status}): {a.stats.replays} replays, "
+                             f"{a.stats.analyzer_calls} analyzer calls, {a.stats.seconds:.0f} s" for a in these)
+            lines.append(f"cut by {name}: {len(these)} search(es): {done}")
+        return lines
+
     def render(self) -> str:
         """The table of what was annotated and the SQL to explore it (plain text)."""
         head = ["method", "framework", "benchmark", "task", "status", "agent", "step", "replays", "llm calls", "seconds",
-                "re-check"]
+                "cut by", "re-check"]
         rows = [[a.method, a.framework, a.benchmark, a.task_id, a.status, a.agent or "-",
                  "-" if a.step is None else str(a.step), str(a.cost.replays), str(a.cost.llm_calls), f"{a.cost.seconds:.1f}",
-                 "" if a.recheck_of is None else ("agrees" if a.agrees else "lands elsewhere")]
+                 a.stats.cut_by or "-", "" if a.recheck_of is None else ("agrees" if a.agrees else "lands elsewhere")]
                 for a in self.annotated]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -145,6 +164,7 @@ class PipelineReport(BaseModel):
             f"{c['annotation_errors']} errors",
             *([f"re-checked {c['rechecks']} labels from scratch: {c['rechecks_agreeing']} found again at the same "
                "agent and step"] if c["rechecks"] else []),
+            *self.cut_lines(),
             f"in {self.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_seconds.items()) + ")",
             "",
             fmt.format(*head),

@@ -43,6 +43,8 @@ _EXPORTS = {
     "scrub": "_hashing",
     "request_hash": "_hashing",
     "LOCAL_MODELS": "_local_weights",
+    "GGUFError": "_gguf",
+    "gguf_metadata": "_gguf",
     "engine": "_local_model",
     "gguf_path": "_local_model",
     "install_local_provider": "_local_model",
@@ -75,6 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._gateway import CallMeta, Gateway, RunStats, UnattributedRequest, UnknownRun
     from ._hashing import canonical_request, redact, request_hash, scrub
     from ._local_model import LocalLLM, engine, gguf_path, install_local_provider
+    from ._gguf import GGUFError, gguf_metadata
     from ._local_weights import LOCAL_MODELS
     from ._providers import ProviderError, Providers, register_provider
     from ._recorder import Journal
@@ -89,6 +92,7 @@ __all__ = [
     "LOCAL_MODELS",
     "SCRIPTED_FINGERPRINT",
     "CallMeta",
+    "GGUFError",
     "Gateway",
     "GatewayMode",
     "GatewayServer",
@@ -109,6 +113,7 @@ __all__ = [
     "create_app",
     "engine",
     "forced_response",
+    "gguf_metadata",
     "gguf_path",
     "install_local_provider",
     "install_scripted_provider",

@@ -21,6 +21,13 @@ process, loaded on first use and shared by every concurrent episode.
 * **Context**: the engine has the model's trained context (or `ROOTSTEP_LOCAL_CTX`, tokens). A request
   whose prompt does not fit is a `ContextWindowExceededError` naming the model, its context and the
   request's size.
+* **Speculative decoding**: per model (`local_models.toml`, `speculative`), or for every model with
+  `ROOTSTEP_LOCAL_SPECULATIVE=none|ngram|draft`: `ngram` drafts tokens by looking up the last n-gram in
+  the prompt and the answer so far (llama.cpp's ngram-simple), which pays where an answer copies text (a
+  rewritten or retaken step, a fix that keeps most of its step); `draft` uses the smaller Qwen2.5-Coder
+  0.5B (the same vocabulary) as the 1.5B's draft model. The verifying model decides every token, so greedy
+  answers stay the model's own up to the floating-point noise of a verification batch; bench/local_model.py
+  measures speed, acceptance and how many answers stay identical, and chose the defaults.
 * **Prefix reuse**: a multi-agent transcript grows by appending and a replay re-sends the recorded
   prefix. The engine keeps `ROOTSTEP_LOCAL_SLOTS` (default 4) sequences in one unified KV cache with
   prompt caching on: a request continues the slot whose cached prompt shares the longest prefix, and
@@ -67,10 +74,33 @@ class ContextTooLong(CustomLLMError):
     """A request whose prompt does not fit the model's context."""
 
 
+SPECULATIVE = ("none", "ngram", "draft")
+"""Speculative decoding an engine may use (see the module docstring)."""
+
+DRAFT_MODEL = {"qwen2.5-coder-1.5b": "qwen2.5-coder-0.5b"}
+"""The draft model of a model (`speculative = "draft"`): the same tokenizer (vocabulary and merges), checked
+when the engine starts (`same_vocabulary`)."""
+
+NGRAM_DRAFT_MAX = 16
+"""Most tokens an n-gram draft proposes at once (llama.cpp's --draft-max)."""
+
+
+def same_vocabulary(path_a: str, path_b: str) -> bool:
+    """Whether two GGUF files hold the same tokenizer (tokens, merges, token types, model and pre-tokenizer):
+    a draft model's tokens must mean what the verifying model's mean."""
+    from ._gguf import gguf_metadata
+
+    keys = ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.merges",
+            "tokenizer.ggml.token_type")
+    a, b = gguf_metadata(path_a, keys), gguf_metadata(path_b, keys)
+    return all(k in a for k in keys[:3]) and all(a.get(k) == b.get(k) for k in keys)
+
+
 class Engine:
     """One llama.cpp server in this process for one model; thread-safe (llama.cpp queues the requests)."""
 
-    def __init__(self, spec: LocalModel, path: str, *, n_ctx: int, threads: int, slots: int, prompt_cache: bool = True):
+    def __init__(self, spec: LocalModel, path: str, *, n_ctx: int, threads: int, slots: int, prompt_cache: bool = True,
+                 speculative: str = "none"):
         import xllamacpp as xlc
 
         params = xlc.CommonParams()
@@ -84,6 +114,26 @@ class Engine:
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.verbosity = -1
+        if speculative not in SPECULATIVE:
+            raise CustomLLMError(status_code=500, message=f"local/{spec.name}: speculative decoding {speculative!r} is not "
+                                                          f"one of {', '.join(SPECULATIVE)}")
+        kinds = xlc.common_speculative_type
+        if speculative == "ngram":
+            params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+            params.speculative.draft.n_max = NGRAM_DRAFT_MAX
+        elif speculative == "draft":
+            draft = DRAFT_MODEL.get(spec.name)
+            if draft is None:
+                raise CustomLLMError(status_code=500, message=f"local/{spec.name}: no draft model is known for it")
+            draft_path = gguf_path(draft)
+            if not same_vocabulary(path, draft_path):
+                raise CustomLLMError(status_code=500, message=f"local/{draft} cannot draft for local/{spec.name}: "
+                                                              "their vocabularies differ")
+            params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+            params.speculative.draft.mparams.path = draft_path
+            params.speculative.draft.cpuparams.n_threads = threads
+            params.speculative.draft.cpuparams_batch.n_threads = threads
+        self.speculative = speculative
         self.spec = spec
         self.n_ctx = n_ctx
         self.slots = slots
@@ -166,7 +216,8 @@ def engine(name: str) -> Engine:
             n_ctx = min(spec.context, _int_env("ROOTSTEP_LOCAL_CTX", spec.context))
             _ENGINES[name] = Engine(spec, gguf_path(name), n_ctx=n_ctx, threads=threads,
                                     slots=_int_env("ROOTSTEP_LOCAL_SLOTS", 4),
-                                    prompt_cache=os.environ.get("ROOTSTEP_LOCAL_PROMPT_CACHE", "1") != "0")
+                                    prompt_cache=os.environ.get("ROOTSTEP_LOCAL_PROMPT_CACHE", "1") != "0",
+                                    speculative=os.environ.get("ROOTSTEP_LOCAL_SPECULATIVE") or spec.speculative)
         return _ENGINES[name]
 
 

@@ -40,6 +40,9 @@ class LocalModel:
     context: int
     """The context the model was trained for (tokens): the most the engine is given."""
     note: str = ""
+    speculative: str = "none"
+    """Speculative decoding the engine uses for this model (`rootstep.gateway._local_model.SPECULATIVE`): `none`, or
+    `ngram` (prompt-lookup drafting, llama.cpp's ngram-simple), chosen by measurement (bench/local_model.py)."""
 
 
 def _parts(prefix: str, count: int, version: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -9,9 +9,10 @@ from typing import Any
 
 import jinja2
 
-from ._run import MIN_STEP_CHARS, render_steps, shorten, step_cap
+from ._run import MAX_OUTPUT_CHARS, MIN_STEP_CHARS, compact_contents, render_steps, shorten, step_cap
 
-__all__ = ["MIN_STEP_CHARS", "PROMPTS_DIR", "environment", "render", "render_steps", "shorten", "step_cap"]
+__all__ = ["MAX_OUTPUT_CHARS", "MIN_STEP_CHARS", "PROMPTS_DIR", "compact_contents", "environment", "render", "render_steps",
+           "shorten", "step_cap"]
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 

@@ -8,7 +8,8 @@ observation reads the same to the analyzer, the perturber, the attribution metho
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from rootstep.warehouse import Trajectory
@@ -18,6 +19,59 @@ MIN_STEP_CHARS = 40
 
 MAX_TOOL_CALL_CHARS = 500
 """A tool call is shown as its JSON, cut to this many characters (it is not counted in the budget)."""
+
+
+MAX_OUTPUT_CHARS = 1500
+"""In the compact rendering, a tool's or the environment's output (a non-agent step's content, a step's
+observation) is cut to this many characters, the cut marked (`shorten`): a long traceback or test log says
+what it says in its head and its tail."""
+
+MIN_REPEAT_CHARS = 80
+"""A message or code block shorter than this is shown again rather than replaced by a reference (the
+reference would be about as long)."""
+
+_FENCED = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
+
+
+def _key(text: str) -> str:
+    return " ".join(text.split())
+
+
+def compact_contents(steps: Sequence[Any], task: str | None = None) -> list[str]:
+    """The steps' contents as the compact rendering shows them: a message that repeats an earlier step's
+    (whitespace aside) becomes `[the same message as step k]`, a fenced code block that repeats one of an
+    earlier step becomes a fenced `[the same code as in step k]` (AG2 coders and critics restate the same
+    block turn after turn), a step that repeats the task becomes `[the task, as given above]`, and a
+    non-agent step's output is cut to `MAX_OUTPUT_CHARS`. Step numbers are kept, so a reference reads as
+    the run reads; a first occurrence is always shown whole."""
+    messages: dict[str, int] = {}
+    blocks: dict[str, int] = {}
+    task_key = _key(task or "")
+    out = []
+    for step in steps:
+        text = step.content or ""
+        key = _key(text)
+        if task_key and key == task_key and len(key) >= MIN_REPEAT_CHARS:
+            out.append("[the task, as given above]")
+            continue
+        if len(key) >= MIN_REPEAT_CHARS and key in messages:
+            out.append(f"[the same message as step {messages[key]}]")
+            continue
+        if len(key) >= MIN_REPEAT_CHARS:
+            messages.setdefault(key, step.index)
+
+        def block(match: re.Match[str], index: int = step.index) -> str:
+            body = _key(match.group(1))
+            if len(body) < MIN_REPEAT_CHARS:
+                return match.group(0)
+            first = blocks.setdefault(body, index)
+            return match.group(0) if first == index else f"```\n[the same code as in step {first}]\n```"
+
+        text = _FENCED.sub(block, text)
+        if getattr(step, "kind", "agent") != "agent":
+            text = shorten(text, MAX_OUTPUT_CHARS)
+        out.append(text)
+    return out
 
 
 def step_cap(lengths: list[int], budget: int) -> int:
@@ -41,17 +95,26 @@ def shorten(text: str, limit: int) -> str:
 
 
 def render_steps(trajectory: "Trajectory", first: int = 0, last: int | None = None,
-                 max_prompt_chars: int = 60_000) -> tuple[list[dict[str, Any]], bool]:
+                 max_prompt_chars: int = 60_000, *, compact: bool = False) -> tuple[list[dict[str, Any]], bool]:
     """Steps `first..last` (None: the last step) as `_run.j2`'s variables, and whether any text was cut.
 
-    The texts are the steps' contents and observations; when they add up to more than `max_prompt_chars`,
+    `compact` (the analyzer's and the perturber's view): repeated messages and code blocks are shown as
+    references to the step that first had them, and tool and environment outputs are capped
+    (`compact_contents`, `MAX_OUTPUT_CHARS`); each step keeps its whole text as `full` for the prompt that
+    asks about that step. The texts are the steps' contents and observations; when they add up to more than `max_prompt_chars`,
     every one is cut to the same cap, the largest whose total fits (short texts stay whole and leave their
     share to the long ones), and a text keeps at least `MIN_STEP_CHARS` whatever the budget. Each step's
     tool calls are shown as sorted JSON (`MAX_TOOL_CALL_CHARS` each); `calls_tools` says the step acted
     through the model's own tool calls (OpenAI form), which a replacement must restate to change.
     """
     steps = trajectory.steps[first: (len(trajectory.steps) if last is None else last + 1)]
-    texts = [s.content for s in steps] + [s.observation for s in steps if s.observation is not None]
+    if compact:
+        contents = compact_contents(steps, trajectory.question)
+        observations = [None if s.observation is None else shorten(s.observation, MAX_OUTPUT_CHARS) for s in steps]
+    else:
+        contents = [s.content for s in steps]
+        observations = [s.observation for s in steps]
+    texts = contents + [o for o in observations if o is not None]
     total = sum(len(text) for text in texts)
     cap = step_cap([len(text) for text in texts], max_prompt_chars) if total > max_prompt_chars else None
 
@@ -63,12 +126,13 @@ def render_steps(trajectory: "Trajectory", first: int = 0, last: int | None = No
             "index": s.index,
             "agent": s.agent,
             "kind": s.kind,
-            "content": cut(s.content),
+            "content": cut(content),
             "tool_calls": [json.dumps(t, sort_keys=True, default=str)[:MAX_TOOL_CALL_CHARS] for t in s.tool_calls],
             "calls_tools": any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in s.tool_calls),
-            "observation": cut(s.observation),
+            "observation": cut(observation),
             "reads": s.metadata.get("reads"),
+            **({"full": s.content} if compact else {}),
         }
-        for s in steps
+        for s, content, observation in zip(steps, contents, observations)
     ]
     return rendered, cap is not None and any(len(text) > cap for text in texts)

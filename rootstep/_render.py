@@ -205,6 +205,8 @@ QUALITY_QUERIES = {
         "multi_step_labels, confidence_high, confidence_medium, confidence_low, median_edit_share, rechecks, "
         "agreement, live_calls_per_label FROM quality"),
     "where the labels sit (step as a share of the run: 0 first, 1 last)": "SELECT * FROM label_positions",
+    "searches a limit cut before they finished (cut_by: a work budget, or the outer wall clock), and what they had done": (
+        "SELECT * FROM search_cuts"),
     "failures left out of counterfactual search: the verdict may be the verifier's misreading": (
         "SELECT framework, benchmark, count(*) AS runs, any_value(reason) AS example FROM verdict_suspect GROUP BY ALL "
         "ORDER BY ALL"),

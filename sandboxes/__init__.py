@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rootstep.sandboxes._api import ExecResult, Sandbox, SandboxSession
 from rootstep.sandboxes._images import (
+    AGENT_COMPUTE,
     ENVIRONMENTS,
     RUNNER_PATH,
     RUNNER_SOURCE,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from rootstep.sandboxes._docker import DockerSandbox, docker_client
 
 __all__ = [
+    "AGENT_COMPUTE",
     "ENVIRONMENTS",
     "RUNNER_PATH",
     "RUNNER_SOURCE",

@@ -130,11 +130,17 @@ class ImageSpec(BaseModel):
         return f"rootstep-{self.name}:{_digest(self.base.tag(), *self.requirements, self.dockerfile(), runner)}"
 
 
+AGENT_COMPUTE = ("mpmath==1.3.0", "numpy==2.4.6", "sympy==1.14.0")
+"""What agents import on math and code tasks, pinned in every image that runs agent-written code (the framework
+images and `default`): AG2 on MATH-500 wrote `import sympy`, and without it the run died on the import and was
+labelled as if the agent had erred. sympy's one dependency is mpmath."""
+
 # The environments `rootstep sandbox build` builds. `default` runs verifiers and agent-written code.
 ENVIRONMENTS: dict[str, ImageSpec] = {
     "default": ImageSpec(
         name="default",
-        requirements=("pytest==9.2.0", "iniconfig==2.3.1", "packaging==26.3", "pluggy==1.7.0", "pygments==2.21.0"),
+        requirements=("pytest==9.2.0", "iniconfig==2.3.1", "packaging==26.3", "pluggy==1.7.0", "pygments==2.21.0",
+                      *AGENT_COMPUTE),
     ),
 }
 

@@ -253,8 +253,14 @@ def test_unresolvable_failure_is_stored_unresolved_with_its_attempts():
     assert [x.step for x in result.replays[-1].intervention.also] == [1, 3, 4, 5, 6]
     assert all(r.success_after is False for r in result.replays)
     assert a.evidence.replay_ids == [r.id for r in result.replays]
-    assert sum("still failed" in note for note in a.evidence.notes) == 7
-    assert a.cost.replays == 7 and result.fixed_run is None
+    # each ranked fix had its step's control replayed beside it (`early_controls`): none was needed, all are kept
+    controls = [r for r in result.replays if r.intervention.kind == "control"]
+    assert [r.intervention.step for r in controls] == [3, 5, 6]
+    assert [r.intervention.kind for r in result.replays[:6]] == ["fix", "control"] * 3  # each beside its fix
+    assert sum("still failed" in note for note in a.evidence.notes) == 7 + 3
+    assert sum("control replayed beside a fix that did not flip (still failed)" in n for n in a.evidence.notes) == 3
+    assert a.cost.replays == 10 and result.fixed_run is None
+    assert a.metadata["search_stats"]["replays"] == 7 and a.metadata["search_stats"]["control_replays"] == 3
     # previously failed diagnoses are fed back to the analyzer
     assert "DIAGNOSES ALREADY TESTED" not in analyzer.prompts[0]
     assert "- step 3 (Checker)" in analyzer.prompts[1] and "still failed" in analyzer.prompts[1]
@@ -383,7 +389,8 @@ def test_replays_that_raise_or_diverge_decide_nothing():
     flaky = crashing_once(diverging_once(ledger.replay), RuntimeError("sandbox died"))
     answers = iter([diag(3), diag(3, fix=f"value = {correct_value(3)}"), diag(3, fix=f"so value = {correct_value(3)}")])
     analyzer = Recorder("cf-flaky", lambda p, n: decline() if at_step(p) is not None else next(answers))
-    result = find_decisive_step(run, analyzer=analyzer.chat, replay=flaky)
+    # the order of the replay calls is the subject: no control beside the fixes (`early_controls`)
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=flaky, early_controls=False)
     first, second, third, control = result.replays
     assert control.intervention.kind == "control" and control.success_after is False
     assert first.error == "RuntimeError: sandbox died" and first.success_after is None and first.result_run_id is None
@@ -401,10 +408,46 @@ def test_a_fix_whose_replay_crashed_may_be_proposed_again():
     run = ledger.trajectory()
     crash_once = crashing_once(ledger.replay, RuntimeError("No such container"))
     analyzer = Recorder("cf-crash-same", lambda p, n: decline() if at_step(p) is not None else diag(3))
-    result = find_decisive_step(run, analyzer=analyzer.chat, replay=crash_once)
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=crash_once, early_controls=False)  # call order
     assert [r.intervention.new_content for r in result.replays[:2]] == [result.replays[0].intervention.new_content] * 2
     assert result.replays[2].intervention.kind == "control"
     assert result.verified and result.step == 3 and "already tested" not in " ".join(analyzer.prompts)
+
+
+def test_a_ranked_fix_has_its_control_replayed_beside_it_and_a_later_flip_at_the_step_uses_it():
+    """`early_controls`: the control of a ranked fix's step runs in another thread while the fix replays; when the
+    fix flips, its proof is ready (no replay waited for after it); when it does not, the control is kept and a
+    later flip at the same step uses it instead of replaying another. The earlier-steps scan runs none."""
+    import threading
+    import time
+
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    inflight, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow_replay(intervention):
+        with lock:
+            inflight[0] += 1
+            most[0] = max(most[0], inflight[0])
+        time.sleep(0.2)
+        try:
+            return ledger.replay(intervention)
+        finally:
+            with lock:
+                inflight[0] -= 1
+
+    answers = iter([diag(3, fix="value = 1"), diag(3)])  # a wrong fix of step 3, then the right one
+    analyzer = Recorder("cf-early", lambda p, n: decline() if at_step(p) is not None else next(answers))
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=slow_replay)
+    assert result.verified and result.step == 3 and most[0] == 2  # fix and control replayed at the same time
+    kinds = [(r.intervention.kind, r.intervention.step) for r in result.replays]
+    assert kinds == [("fix", 3), ("control", 3), ("fix", 3)]  # one control for both fixes of step 3
+    check = result.attempts[1].check
+    assert check is not None and [c.id for c in check.controls] == [result.replays[1].id] and check.causal
+    assert result.attempts[0].beside == [result.replays[1]] and result.attempts[1].beside == []
+    assert [i.kind for i in ledger.replays].count("control") == 1
+    assert not any("beside a fix that did not flip" in n for n in result.annotation.evidence.notes)  # it was used
 
 
 def test_search_refuses_a_success():

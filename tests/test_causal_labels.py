@@ -17,7 +17,7 @@ import pytest
 
 from rootstep.gateway import register_script
 from rootstep.benchmarks import verify
-from rootstep.benchmarks._suspect import answer_leak, gives_answer, planted_answer
+from rootstep.benchmarks._suspect import answer_leak, gives_answer, planted_answer, same_answer
 from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step, inject_fault
 from rootstep.annotation._attempt import edit_size, edit_summary, proven_identical, unfounded_description
 from rootstep.annotation import band, effect, probability_greater, wilson
@@ -566,3 +566,58 @@ def test_a_fix_program_runs_isolated_in_the_docker_sandbox_and_its_output_is_rea
     why = answer_leak(TREES, PLAN, fix, verify, run)
     assert why is not None and "240" in why
     assert program_output("```python\nraise SystemExit(3)\n```", run) is None
+
+
+# ------------------------------------------------------------------ the same-answer guard reads what a program prints
+
+# Issue 30, a new GSM8K task: the retaken step's code computes the right 5, but its prose hallucinated what the code
+# outputs ("output 12.5", the step's own wrong answer). Read from the prose, the fix was refused as "the same answer
+# 12.5" (presentation only); the next retake, same code, hallucinating 11.25, was accepted and flipped.
+HALVES = Task(benchmark="gsm8k", task_id="t-5", verifier="numeric", kind="math", ground_truth="5",
+              prompt="A 10 m rope is cut in half, and one half is cut in half again. How long is the longer piece?")
+STEP_12_5 = "```python\nrope = 10\nprint(rope + rope / 4)\n```\nThe longer piece is 12.5 m.\nAnswer: 12.5"
+RETAKE_5_SAYS_12_5 = "```python\nrope = 10\nhalf = rope / 2\nprint(half)\n```\nThis will output 12.5.\nAnswer: 12.5"
+
+
+def test_the_same_answer_guard_reads_what_the_fix_program_prints_not_its_prose():
+    run, ran = fake_runner({"half = rope / 2": "5.0\n", "rope + rope / 4": "12.5\n"})
+    assert same_answer(HALVES, STEP_12_5, RETAKE_5_SAYS_12_5, verify) is not None  # the prose alone: "12.5"
+    assert same_answer(HALVES, STEP_12_5, RETAKE_5_SAYS_12_5, verify, run) is None  # its program prints 5.0
+    assert any("half = rope / 2" in code for code in ran)
+    # a fix whose program prints the step's own answer only re-formats it, whatever its prose claims
+    same_program = "```python\nrope = 10\nprint(rope + rope / 4)\n```\nSo it is 12 and a half metres."
+    why = same_answer(HALVES, STEP_12_5, same_program, verify, run)
+    assert why is not None and "the fix's program prints '12.5'" in why
+    # a program that fails states nothing: the prose is read as before
+    broken, _ = fake_runner({})
+    assert same_answer(HALVES, STEP_12_5, RETAKE_5_SAYS_12_5, verify, broken) is not None
+
+
+def test_a_module_the_sandbox_lacks_is_shown_to_the_analyzer_as_an_environment_limit():
+    from rootstep.annotation._attempt import environment_limits
+
+    # AG2's executor step for a coder's `import scipy`: autogen 0.14's LocalCommandLineCodeExecutor run in the
+    # fw-ag2 image (its output, verbatim) in the UserProxyAgent's reply format, as stored runs show it
+    died = ("exitcode: 1 (execution failed)\nCode output: Traceback (most recent call last):\n  File \"/work/"
+            "tmp_code_1e55f4cabbb9fb5222bcf3ede78b095d.py\", line 1, in <module>\n    import scipy\n"
+            "ModuleNotFoundError: No module named 'scipy'\n")
+    run = Trajectory(framework="ag2", benchmark="math500", task_id="t", question="q", steps=[
+        Step(index=0, agent="executor", kind="human", content="q"),
+        Step(index=1, agent="coder", content="```python\nimport scipy\nprint(scipy.pi)\n```"),
+        Step(index=2, agent="executor", kind="tool", content=died),
+        # smolagents 1.26's LocalPythonExecutor in the fw-smolagents image, its error verbatim
+        Step(index=3, agent="coder", content="```python\nimport sympy\n```", observation=(
+            "Code execution failed at line 'import sympy' due to: InterpreterError: Import of sympy is not allowed. "
+            "Authorized imports are: ['unicodedata', 'math', 'datetime', 'stat', 'time', 'statistics', 'itertools', "
+            "'random', 're', 'collections', 'queue']")),
+        Step(index=4, agent="executor", kind="tool", content=died),
+    ], verdict=Verdict(success=False))
+    limits = environment_limits(run)
+    assert len(limits) == 2 and "module 'scipy' is not installed in the sandbox (step 2, executor" in limits[0]
+    assert "module 'sympy' is not allowed by the framework (step 3" in limits[1]
+    prompts: list[str] = []
+    find_decisive_step(run, analyzer=lambda p: prompts.append(p) or "no", replay=lambda i: None,
+                       budget=Budget(max_llm_calls=1))
+    assert "ENVIRONMENT LIMITS (what the run's code could not use" in prompts[0] and limits[0] in prompts[0]
+    assert environment_limits(Trajectory(framework="f", benchmark="b", task_id="t", steps=[
+        Step(index=0, agent="a", content="all fine")])) == []

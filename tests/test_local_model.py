@@ -200,3 +200,51 @@ def test_one_engine_serves_concurrent_episodes(harness):
     assert set(answers) == {"c1", "c2"} and all(answers.values())
     assert engine("qwen2.5-coder-0.5b") is engine("qwen2.5-coder-0.5b")
     assert len(harness.gateway.calls("c1")) == len(harness.gateway.calls("c2")) == 1
+
+
+# ------------------------------------------------------------------------------------ speculative decoding
+
+def test_the_draft_model_shares_the_vocabulary_and_a_base_model_does_not():
+    from rootstep.gateway._local_model import same_vocabulary
+
+    qwen_small, qwen, gemma = (str(gguf_path(n)) for n in ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "gemma-3-270m"))
+    assert same_vocabulary(qwen, qwen_small)
+    assert not same_vocabulary(qwen, gemma)
+
+
+def test_an_unknown_decoding_is_refused_naming_the_model():
+    from litellm.llms.custom_llm import CustomLLMError
+
+    from rootstep.gateway._local_model import Engine
+    from rootstep.gateway._local_weights import local_model
+
+    with pytest.raises(CustomLLMError, match="local/qwen2.5-coder-0.5b: speculative decoding 'medusa' is not one of"):
+        Engine(local_model("qwen2.5-coder-0.5b"), str(gguf_path("qwen2.5-coder-0.5b")), n_ctx=512, threads=1, slots=1,
+               speculative="medusa")
+    with pytest.raises(CustomLLMError, match="no draft model is known"):
+        Engine(local_model("qwen2.5-coder-0.5b"), str(gguf_path("qwen2.5-coder-0.5b")), n_ctx=512, threads=1, slots=1,
+               speculative="draft")
+
+
+@pytest.mark.realmodel
+def test_ngram_drafting_keeps_the_analyzers_greedy_answer_and_drafts_what_it_copies():
+    """The analyzer's 1.5B with n-gram (prompt-lookup) drafting, its default: a step rewritten with a correction is
+    answered with the same text as plain decoding gives, and most of it came from accepted drafts."""
+    from rootstep.gateway._local_model import Engine
+    from rootstep.gateway._local_weights import local_model
+
+    code = "\n".join(f"def part_{i}(values):\n    return sum(v * {i} for v in values if v > {i})\n" for i in range(6))
+    request = {"messages": [{"role": "user", "content": "Write this Python module again exactly as it is, but with "
+                             f"the function names in upper case:\n```python\n{code}```"}],
+               "max_tokens": 96, "temperature": 0, "seed": 0}
+    spec = local_model("qwen2.5-coder-1.5b")
+    assert spec.speculative == "ngram"
+    answers, timings = {}, {}
+    for mode in ("none", "ngram"):
+        engine = Engine(spec, str(gguf_path(spec.name)), n_ctx=4096, threads=2, slots=1, prompt_cache=False,
+                        speculative=mode)
+        out = engine.chat(request)
+        answers[mode], timings[mode] = out["choices"][0]["message"]["content"], out.get("timings") or {}
+        del engine
+    assert answers["ngram"] == answers["none"]
+    assert timings["ngram"].get("draft_n_accepted", 0) > 0 and not timings["none"].get("draft_n")

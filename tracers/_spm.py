@@ -14,58 +14,18 @@ user-defined tokens written inside the text are not recognised (they are encoded
 from __future__ import annotations
 
 import heapq
-import struct
 from functools import lru_cache
-from typing import BinaryIO
 
-_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+from rootstep.gateway import GGUFError, gguf_metadata
+
 _WANTED = {"tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
            "tokenizer.ggml.add_space_prefix"}
 SPACE = "\u2581"
 
 
-class GGUFError(ValueError):
-    """The file is not a GGUF with a SentencePiece vocabulary."""
-
-
-def _read(f: BinaryIO, fmt: str) -> object:
-    size = struct.calcsize("<" + fmt)
-    return struct.unpack("<" + fmt, f.read(size))[0]
-
-
-def _string(f: BinaryIO) -> str:
-    return f.read(int(_read(f, "Q"))).decode("utf-8", "replace")
-
-
-def _value(f: BinaryIO, kind: int, keep: bool) -> object:
-    if kind == 8:
-        return _string(f)
-    if kind == 9:
-        item, count = int(_read(f, "I")), int(_read(f, "Q"))
-        if item == 8:
-            strings = [_string(f) for _ in range(count)]
-            return strings if keep else None
-        fmt = _SCALARS[item]
-        data = f.read(struct.calcsize("<" + fmt) * count)
-        return list(struct.unpack(f"<{count}{fmt}", data)) if keep else None
-    return _read(f, _SCALARS[kind])
-
-
 def read_vocabulary(path: str) -> dict[str, object]:
     """The tokenizer entries of a GGUF file's metadata."""
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise GGUFError(f"{path}: not a GGUF file")
-        version = _read(f, "I")
-        if version not in (2, 3):
-            raise GGUFError(f"{path}: GGUF version {version} is not supported")
-        _read(f, "Q")  # tensor count
-        found: dict[str, object] = {}
-        for _ in range(int(_read(f, "Q"))):
-            key, kind = _string(f), int(_read(f, "I"))
-            value = _value(f, kind, key in _WANTED)
-            if key in _WANTED:
-                found[key] = value
+    found = gguf_metadata(path, _WANTED)
     if found.get("tokenizer.ggml.model") != "llama" or "tokenizer.ggml.tokens" not in found:
         raise GGUFError(f"{path}: tokenizer.ggml.model: {found.get('tokenizer.ggml.model')!r} is not a SentencePiece vocabulary")
     return found

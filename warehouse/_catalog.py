@@ -97,6 +97,7 @@ def view_statements(globs: dict[str, str | None]) -> list[str]:
         f"AND {_NOT_RECHECK}",
         _QUALITY,
         _LABEL_POSITIONS,
+        _SEARCH_CUTS,
     ]
     return statements
 
@@ -202,7 +203,26 @@ GROUP BY ALL ORDER BY l.framework, l.benchmark, l.method, labels DESC"""
 """Where verified labels sit, per agent: the mean step as a share of the run and how many are on the
 run's last agent step (a corpus of last-step labels teaches a tracer to blame the last step)."""
 
+_SEARCH_CUTS = """CREATE OR REPLACE VIEW search_cuts AS
+WITH s AS (
+  SELECT framework, benchmark, method, status, verified,
+         json_extract_string(metadata, '$.search_stats.cut_by') AS cut_by,
+         TRY_CAST(json_extract_string(metadata, '$.search_stats.replays') AS DOUBLE) AS replays,
+         TRY_CAST(json_extract_string(metadata, '$.search_stats.analyzer_calls') AS DOUBLE) AS analyzer_calls,
+         TRY_CAST(json_extract_string(metadata, '$.search_stats.seconds') AS DOUBLE) AS seconds
+  FROM annotations
+  WHERE method IN ('counterfactual', 'fault_injection') AND json_extract_string(metadata, '$.recheck_of') IS NULL
+    AND json_extract_string(metadata, '$.search_stats.cut_by') IS NOT NULL)
+SELECT framework, benchmark, method, cut_by, count(*) AS searches,
+       count(*) FILTER (WHERE status = 'labelled' AND verified) AS labelled_anyway,
+       round(avg(replays), 1) AS mean_replays, round(avg(analyzer_calls), 1) AS mean_analyzer_calls,
+       round(avg(seconds)) AS mean_seconds
+FROM s GROUP BY ALL ORDER BY framework, benchmark, method, cut_by"""
+"""Searches that a limit cut before they had done all they would have done, per limit (`cut_by`: `replays`,
+`llm_calls`, `live_calls`, `tokens` for the work budgets, `wall_clock` for the outer safety limit), with
+what they had done: replays (controls apart), analyzer / perturber calls and seconds since admission."""
+
 
 PUBLIC_VIEWS = ("runs", "steps", "llm_calls", "replays", "annotations", "labels", "label_steps", "successes", "failures",
                 "unresolved", "unproven_earliest", "not_causal", "agreement", "verdict_suspect", "verifier_suspect",
-                "quality", "label_positions")
+                "quality", "label_positions", "search_cuts")
