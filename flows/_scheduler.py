@@ -10,9 +10,11 @@ hands out slots instead:
 * **searches** (`search`): how many counterfactual searches and fault injections run at once. A search
   waits for a slot before it starts (its meter, and so its outer wall clock, starts when it is admitted)
   and the slots are handed out in arrival order. Fitted to the machine (`fitted_searches`) unless
-  `Limits.searches` says otherwise: on the offline models one search per two cores (measured on 2 cores,
-  `bench/scheduler.py`: a second search at once made each search take longer than the two did one after
-  the other); with remote models only (an endpoint's GPUs do the work), `REMOTE_SEARCHES`.
+  `Limits.searches` says otherwise: on the offline models one search per core (measured on 2 cores,
+  `bench/scheduler.py`: two searches at once finished a queue of four 1.83x as fast as one at a time while
+  each search took 1.09x as long from its admission; four at once, 2.43x and 1.64x: llama.cpp decodes the
+  searches' sequences in one batch); with remote models only (an endpoint's GPUs do the work),
+  `REMOTE_SEARCHES`.
 * **episodes** (`episode`): one framework episode or replay holds a slot of its agents' model and one of
   the sandbox pool (`Limits.per_local_model` / `per_model`, `Limits.sandboxes`).
 * **calls** (`call`): one analyzer / perturber call holds a slot of its model.
@@ -34,9 +36,10 @@ REMOTE_SEARCHES = 4
 """Searches at once when no model of the search runs on this machine (a remote endpoint's throughput is not
 this machine's; the per-model limit still bounds its concurrent calls)."""
 
-CORES_PER_LOCAL_SEARCH = 2
-"""Cores one search on the offline models keeps busy: its analyzer's 1.5B and its replays' 0.5B take every
-core while they decode (`bench/scheduler.py` measures 1 vs 2 searches at once on 2 cores)."""
+CORES_PER_LOCAL_SEARCH = 1
+"""Cores per search on the offline models. Measured on 2 cores (`bench/scheduler.py`, 2026-11-27): 2 at once gave
+the queue 1.83x the throughput of 1 at a time for 1.09x each search's own time; 4 at once 2.43x for 1.64x. Two
+keep each search close to its time alone (what its outer wall clock sees) and take most of the gain."""
 
 
 def is_local(model: str | None) -> bool:

@@ -59,7 +59,7 @@ class Limits(BaseModel):
     """Concurrent episodes / LLM proposals per model string (a provider's rate limit)."""
     searches: int | None = Field(default=None, ge=1)
     """Counterfactual searches and fault injections at once. None: fitted to the machine
-    (`rootstep.flows._scheduler.fitted_searches`: one per two cores on the offline models, 4 with remote ones)."""
+    (`rootstep.flows._scheduler.fitted_searches`: one per core on the offline models, 4 with remote ones)."""
     per_local_model: int = Field(default=2, ge=1)
     """For `local/...` models, which run inside this process on the CPU: two episodes at once share the
     engine's slots (one batch per decoding step) and keep it busy while the other waits on its sandbox

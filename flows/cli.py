@@ -137,7 +137,7 @@ EpisodeSecondsOpt = typer.Option(_LIMITS["episode_seconds"].default, "--episode-
 PerModelOpt = typer.Option(_LIMITS["per_model"].default, help="Concurrent episodes per model (local models: 1).")
 SearchesOpt = typer.Option(None, "--searches", min=1,
                            help="Searches (counterfactual and injection) at once. Default: fitted to the machine "
-                                "(one per two cores on the offline models, 4 with remote ones).")
+                                "(one per core on the offline models, 4 with remote ones).")
 SandboxesOpt = typer.Option(_LIMITS["sandboxes"].default, help="Concurrent Docker containers.")
 LLMSecondsOpt = typer.Option(_LIMITS["llm_seconds"].default, "--llm-seconds", min=1,
                              help="Wall clock of one analyzer/perturber call (raise it for slow or hand-answered "

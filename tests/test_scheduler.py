@@ -78,12 +78,12 @@ def test_a_waiting_unit_gives_up_when_the_run_stops():
 
 
 def test_searches_fit_the_machine():
-    assert fitted_searches(["local/qwen2.5-coder-1.5b", "local/qwen2.5-coder-0.5b"], cores=2) == 1
-    assert fitted_searches(["local/qwen2.5-coder-1.5b", "openai/gpt-4o"], cores=8) == 4
+    assert fitted_searches(["local/qwen2.5-coder-1.5b", "local/qwen2.5-coder-0.5b"], cores=2) == 2
+    assert fitted_searches(["local/qwen2.5-coder-1.5b", "openai/gpt-4o"], cores=8) == 8
     assert fitted_searches(["openai/gpt-4o", "openai/gpt-4o-mini"], cores=2) == REMOTE_SEARCHES
     assert fitted_searches([None, "local/x"], cores=1) == 1
     scheduler = Scheduler(per_model=2, per_local_model=2, sandboxes=2, cores=2)
-    assert scheduler.search_slots(["local/a"]).size == 1
+    assert scheduler.search_slots(["local/a"]).size == 2
     assert scheduler.search_slots(["openai/a"]).size == REMOTE_SEARCHES
     assert Scheduler(per_model=2, per_local_model=2, sandboxes=2, searches=3).search_slots(["local/a"]).size == 3
 
