@@ -10,7 +10,8 @@ Public face:
 - `inject_fault`: fault injection on a success -> `InjectionResult` (a failure labelled by construction);
   `Corruption`, `InjectionAttempt`, `InjectionMode`.
 - `programmatic_perturbations` and the perturbations in `PERTURBATIONS` (no LLM needed).
-- `Budget` (limits per label), `Meter` (what a search spent, in `rootstep.warehouse.Usage`), `ReplayOutcome`
+- `Budget` (limits per label: the search's own work, and an outer wall clock), `Meter` (what a search spent, in
+  `rootstep.warehouse.Usage`, and the limit that cut it: `Cut`, `SearchStats`), `ReplayOutcome`
   (what a replay callable reports: its `Usage`, a divergence or an error), `ReplayFn`, and
   `adapter_replay(adapter, trajectory)`, the `ReplayFn` over a framework adapter's `replay`.
 - `Asked`, `with_transcript`: the analyzer's / perturber's calls, kept on the annotation as evidence.
@@ -21,7 +22,7 @@ See docs/annotation.md.
 
 
 from ._attempt import Asked, ReplayFn, ReplayOutcome, adapter_replay, proven_identical, rewrite_budget, with_transcript
-from ._budget import Budget, Meter
+from ._budget import Budget, Cut, Meter, SearchStats
 from ._confidence import Effect, band, effect, probability_greater, wilson
 from ._counterfactual import (
     Attempt,
@@ -56,6 +57,7 @@ __all__ = [
     "Asked",
     "Attempt",
     "Budget",
+    "Cut",
     "Corruption",
     "CounterfactualResult",
     "Diagnosis",
@@ -67,6 +69,7 @@ __all__ = [
     "Perturbation",
     "ReplayFn",
     "ReplayOutcome",
+    "SearchStats",
     "TaskContext",
     "adapter_replay",
     "alter_tool_argument",

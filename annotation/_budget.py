@@ -95,6 +95,27 @@ class Cut(BaseModel):
     """What it stopped (`ranked search`, `earlier scan before step 5`, ...)."""
 
 
+class SearchStats(BaseModel):
+    """What a search did and the limit that cut it, if any (`Meter.stats`; kept in the annotation's
+    `metadata["search_stats"]`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    replays: int = 0
+    """Replays tried, controls apart."""
+    control_replays: int = 0
+    analyzer_calls: int = 0
+    """Calls of the analyzer / perturber (re-asks included)."""
+    live_calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    """Wall seconds since the scheduler admitted the search."""
+    cut_by: CutLimit | None = None
+    """The first limit that stopped the search from doing what it would have done next (None: it finished)."""
+    cut_reason: str | None = None
+    cut_stopped: str | None = None
+
+
 @dataclass
 class Meter:
     """What a search has spent so far, against its budget."""
@@ -166,14 +187,14 @@ class Meter:
             return self._first(("replays", f"replay budget of {self.budget.max_replays} spent"), what)
         return self._first(self._common(), what)
 
-    def stats(self) -> dict[str, object]:
-        """What the search did, for its annotation (`search_stats`): replays (controls apart), control replays,
-        analyzer / perturber calls, replays' live calls, tokens, wall seconds since admission, and the cut."""
-        return {"replays": self.replays, "control_replays": self.control_replays, "analyzer_calls": self.asked.llm_calls,
-                "live_calls": self.replayed.llm_calls, "tokens": self.tokens, "seconds": round(self.seconds, 1),
-                "cut_by": None if self.cut is None else self.cut.limit,
-                "cut_reason": None if self.cut is None else self.cut.reason,
-                "cut_stopped": None if self.cut is None else self.cut.stopped}
+    def stats(self) -> SearchStats:
+        """What the search did: replays (controls apart), control replays, analyzer / perturber calls, the
+        replays' live calls, tokens, wall seconds since admission, and the cut."""
+        cut = self.cut
+        return SearchStats(replays=self.replays, control_replays=self.control_replays,
+                           analyzer_calls=self.asked.llm_calls, live_calls=self.replayed.llm_calls, tokens=self.tokens,
+                           seconds=round(self.seconds, 1), cut_by=None if cut is None else cut.limit,
+                           cut_reason=None if cut is None else cut.reason, cut_stopped=None if cut is None else cut.stopped)
 
     def cost(self) -> Usage:
         """The label's cost: LLM calls = analyzer/perturber calls + replays' live calls; the wall time so far."""

@@ -59,7 +59,7 @@ from ._attempt import (
     verdict_feedback,
     with_transcript,
 )
-from ._budget import Budget, Meter
+from ._budget import Budget, Meter, SearchStats
 
 SearchName = Literal["rootstep", "sequential"]
 StepRequest = Callable[[Step], "list[dict[str, Any]] | None"]
@@ -179,6 +179,8 @@ class CounterfactualResult(BaseModel):
     no_agent_error: NoAgentError | None = None
     """Set when the analyzer found that no agent erred (the annotation's status is `verifier_suspect`)."""
     notes: list[str] = Field(default_factory=list)
+    stats: SearchStats = Field(default_factory=SearchStats)
+    """What the search did and the limit that cut it, if any (`Meter.stats`)."""
 
     @property
     def verified(self) -> bool:
@@ -654,7 +656,7 @@ class _Search:
             "repeats": self.repeats,
             "answer_leaks": len(leaks),
             "not_causal_steps": [a.diagnosis.step for a in self.attempts if a.not_causal],
-            "search_stats": self.meter.stats(),
+            "search_stats": (stats := self.meter.stats()).model_dump(),
         }
         if self.meter.cut is not None:
             evidence_notes.append(f"cut: {self.meter.cut.reason} (it stopped {self.meter.cut.stopped})")
@@ -726,7 +728,7 @@ class _Search:
         annotation = with_transcript(annotation, self.asked, self.analyzer)
         return CounterfactualResult(annotation=annotation, replays=replays, attempts=self.attempts,
                                     declined=self.declined, asked=self.asked, fixed_run=self.fixed_run,
-                                    no_agent_error=finding, notes=self.notes)
+                                    no_agent_error=finding, notes=self.notes, stats=stats)
 
 
 def find_decisive_step(

@@ -43,7 +43,7 @@ from ._attempt import (
     json_object, model_name, not_the_step_itself, same_text, try_intervention, unfounded_description,
     with_transcript,
 )
-from ._budget import Budget, Meter
+from ._budget import Budget, Meter, SearchStats
 from ._counterfactual import TaskContext
 from ._perturbations import Perturbation, programmatic_perturbations
 
@@ -120,7 +120,7 @@ class InjectionResult(BaseModel):
     """The injection points tried in order (team-aware modes)."""
     notes: list[str] = Field(default_factory=list)
     cost: Usage = Field(default_factory=Usage)
-    stats: dict[str, Any] = Field(default_factory=dict)
+    stats: SearchStats = Field(default_factory=SearchStats)
     """What the injection did and which limit cut it (`Meter.stats`)."""
 
     @property
@@ -513,7 +513,8 @@ class _Injection:
                       "steps": [c.step], "multi_step": False, "edit": proof.edit, "flip_check": proof.check.summary(),
                       "confidence": proof.check.effect.confidence, "answer_leaks": leaks,
                       "control_replays": self.meter.control_replays, "earliest": "by construction",
-                      "description": c.description, "description_unfounded": unfounded, "search_stats": stats},
+                      "description": c.description, "description_unfounded": unfounded,
+                      "search_stats": stats.model_dump()},
         )
         annotation = with_transcript(annotation, self.asked, self.perturber)
         return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, **common)

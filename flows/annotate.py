@@ -38,6 +38,7 @@ from rootstep.warehouse import Annotation, Evidence, LLMCall, Step, Trajectory, 
 
 from rootstep.annotation import (
     Budget,
+    SearchStats,
     InjectionMode,
     ReplayOutcome,
     adapter_replay,
@@ -53,24 +54,6 @@ from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, o
 from ._unit import Outcome, UnitSpec, gather, unit_task
 
 Method = Literal["counterfactual", "fault_injection"]
-
-
-class SearchStats(BaseModel):
-    """What a search did (`rootstep.annotation.Meter.stats`) and the limit that cut it, if any."""
-
-    replays: int = 0
-    """Replays tried, controls apart."""
-    control_replays: int = 0
-    analyzer_calls: int = 0
-    """Calls of the analyzer / perturber (re-asks included)."""
-    live_calls: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
-    """Wall seconds since the scheduler admitted the search."""
-    cut_by: Literal["replays", "llm_calls", "live_calls", "tokens", "wall_clock"] | None = None
-    """The first limit that stopped the search from doing what it would have done next (None: it finished)."""
-    cut_reason: str | None = None
-    cut_stopped: str | None = None
 
 
 class AnnotatedRun(BaseModel):
@@ -362,7 +345,7 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
         step=a.step, verified=a.verified, cost=a.cost, worker=worker_id(),
         reason=None if a.status == "labelled" else a.evidence.reason, confidence=a.metadata.get("confidence"),
         steps=list(a.metadata.get("steps") or []), recheck_of=None if recheck is None else recheck.id, agrees=agrees,
-        stats=SearchStats.model_validate(result.annotation.metadata.get("search_stats") or {}),
+        stats=result.stats,
     )
     return Annotated(row=run, runs=captured, replays=result.replays, annotations=[a])
 
@@ -392,7 +375,7 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
         labelled_run_id=None if a is None else a.run_id, annotation_id=None if a is None else a.id,
         agent=None if a is None else a.agent, step=None if a is None else a.step,
         verified=a is not None and a.verified, cost=result.cost, worker=worker_id(), mode=None if a is None else a.metadata.get("mode"),
-        confidence=None if a is None else a.metadata.get("confidence"), stats=SearchStats.model_validate(result.stats),
+        confidence=None if a is None else a.metadata.get("confidence"), stats=result.stats,
     )
     return Annotated(row=run, runs=captured, replays=result.replays,
                      annotations=[a if a is not None else with_transcript(not_flipped_record(trajectory, result, perturber_model),
@@ -414,7 +397,7 @@ def not_flipped_record(trajectory: Trajectory, result: Any, perturber_model: str
                                         notes=result.notes),
                       cost=result.cost, metadata={"points": result.points, "answer_leaks": leaks,
                                                   "not_causal_steps": [x.corruption.step for x in not_causal],
-                                                  "search_stats": result.stats})
+                                                  "search_stats": result.stats.model_dump()})
 
 
 def _search_inputs(session: Session, run_id: str) -> dict[str, Any]:
