@@ -193,7 +193,7 @@ def test_a_trace_format_registered_in_a_test_is_read_by_name_and_detected(tmp_pa
 def test_budget_presets_are_the_commands_defaults():
     from rootstep.flows.cli import budget_options
 
-    assert Budget.for_pipeline() == Budget(max_reasks=1, max_candidates=3, max_seconds=420.0)
+    assert Budget.for_pipeline() == Budget(max_reasks=1, max_candidates=3, max_seconds=3600.0)  # the outer wall clock
     assert Budget.for_annotate() == Budget(max_reasks=1, max_candidates=3)
     got: list[Budget] = []
     toy = typer.Typer()
@@ -205,7 +205,9 @@ def test_budget_presets_are_the_commands_defaults():
 
     assert CliRunner().invoke(toy, []).exit_code == 0
     assert CliRunner().invoke(toy, ["--max-seconds", "5", "--max-replays", "2"]).exit_code == 0
-    assert got == [Budget.for_pipeline(), Budget.for_pipeline(max_seconds=5.0, max_replays=2)]
+    assert CliRunner().invoke(toy, ["--max-search-tokens", "9000"]).exit_code == 0
+    assert got == [Budget.for_pipeline(), Budget.for_pipeline(max_seconds=5.0, max_replays=2),
+                   Budget.for_pipeline(max_tokens=9000)]
     bad = CliRunner().invoke(toy, ["--max-seconds", "0"])
     assert bad.exit_code == 2 and "--max-seconds" in bad.output and "greater than 0" in bad.output
 
@@ -215,5 +217,5 @@ def test_budget_presets_are_the_commands_defaults():
         params = get_command(app).commands[command].params
         return {p.name: p.default for p in params if p.name in ("max_seconds", "max_candidates", "max_replays")}
 
-    assert defaults("pipeline") == {"max_seconds": 420.0, "max_candidates": 3, "max_replays": None}
+    assert defaults("pipeline") == {"max_seconds": 3600.0, "max_candidates": 3, "max_replays": None}
     assert defaults("annotate") == {"max_seconds": None, "max_candidates": 3, "max_replays": None}
