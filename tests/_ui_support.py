@@ -207,14 +207,16 @@ def build_warehouse(root: Path) -> dict[str, Any]:
             return result
         return replay
 
-    found = find_decisive_step(failing.original, analyzer=Chat("scripted/ui-analyzer"), replay=capturing(failing))
+    # the pages are checked against a known set of replays: no control replayed beside a ranked fix that fails
+    found = find_decisive_step(failing.original, analyzer=Chat("scripted/ui-analyzer"), replay=capturing(failing),
+                               early_controls=False)
     wh.write_trajectories(captured)
     wh.write_replays(found.replays)
     wh.write_annotations([found.annotation])
 
     captured.clear()
     again = find_decisive_step(failing.original, analyzer=Chat("scripted/ui-rechecker"), replay=capturing(failing),
-                               prior=RECHECK_ORDER)
+                               prior=RECHECK_ORDER, early_controls=False)
     recheck = as_recheck(again.annotation, found.annotation)
     wh.write_trajectories(captured)
     wh.write_replays(again.replays)
