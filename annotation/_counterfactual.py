@@ -29,7 +29,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.benchmarks import RunProgram, Verify, answer_leak, gives_answer, is_suspect, right_answer_in, same_answer
+from rootstep.benchmarks import (
+    RunProgram,
+    Verify,
+    answer_leak,
+    gives_answer,
+    is_suspect,
+    printed_output,
+    right_answer_in,
+    same_answer,
+)
 from rootstep.prompts import render, render_steps
 from rootstep.tracers import match_agent
 from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
@@ -376,13 +385,37 @@ class _Search:
 
     def leak(self, step: Step, fix: str) -> str | None:
         """`answer_leak` over the task (None without a task and verifier). The step that gave the run's final
-        answer gave an answer, whatever its form (a coder's prose instead of code is a wrong answer)."""
+        answer gave an answer, whatever its form (a coder's prose instead of code is a wrong answer); and a
+        fix that carries forward a right answer the team itself reached before the step hands nothing over
+        (`reached_before`)."""
         if self.task is None or self.verify is None:
             return None
         final = answer_step(self.trajectory)
         if final is not None and final.index == step.index:
             return None
-        return answer_leak(self.task, step.content, fix, self.verify, self.run_program)
+        leaked = answer_leak(self.task, step.content, fix, self.verify, self.run_program)
+        if leaked is not None and self.reached_before(step.index) is not None:
+            return None
+        return leaked
+
+    def reached_before(self, index: int) -> str | None:
+        """Where the team stated a right answer before step `index` (an agent step's marked answer, or what a
+        tool step reports its program printed), or None. A team that had the answer and lost it later made its
+        mistake after reaching it: a fix that restores the answer there is the team's own work carried on."""
+        if self.task is None or self.verify is None:
+            return None
+        for s in self.trajectory.steps[:index]:
+            if s.kind == "human":
+                continue  # the task itself
+            if s.kind == "agent":
+                found = right_answer_in(self.task, s.content, self.verify)
+            else:
+                printed = printed_output(s.observation or s.content or "")
+                found = right_answer_in(self.task, f"Program output:\n{printed}", self.verify,
+                                        last_number=True) if printed else None
+            if found is not None:
+                return f"step {s.index} ({s.agent}): {found}"
+        return None
 
     def tested(self) -> set[tuple[int, str]]:
         return {(a.diagnosis.step, " ".join(a.diagnosis.fix.split())) for a in self.decided()}

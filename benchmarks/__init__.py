@@ -14,7 +14,15 @@ What a math/QA text's fenced Python prints (`program_output`, run by `sandbox_ru
 as stated by it in `gives_answer` / `answer_leak`.
 """
 
-from ._answer import AnswerContract, answer_contract, answer_spans, final_answer_span, program_answer, team_answer
+from ._answer import (
+    AnswerContract,
+    answer_contract,
+    answer_spans,
+    final_answer_span,
+    printed_output,
+    program_answer,
+    team_answer,
+)
 from ._code import build_program, extract_code
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
@@ -97,6 +105,7 @@ __all__ = [
     "parse_number",
     "plain_failure",
     "planted_answer",
+    "printed_output",
     "program_answer",
     "program_output",
     "python_program",

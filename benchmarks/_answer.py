@@ -155,6 +155,15 @@ def final_answer_span(text: str) -> tuple[str | None, SpanMethod | Literal["none
 
 _CODE_BLOCK = re.compile(r"```[^\n]*\n.*?(?:```|\Z)|<code>.*?(?:</code>|\Z)", re.DOTALL)
 _EXIT_LINE = re.compile(r"^\s*exit\s*code\s*:?\s*-?\d+[^\n]*\n?", re.IGNORECASE)
+_OUTPUT_LABEL = re.compile(r"^\s*code output\s*:[ \t]*", re.IGNORECASE)
+
+
+def printed_output(run: str) -> str:
+    """What a program printed, from an executor's report of its run: the report's leading `exit code N` line and
+    the label before the output dropped. AG2's executor reports `exitcode: 0 (execution succeeded)` then
+    `Code output: (15, -29)`: left in, the label made the MATH verifier read `Code output: (15, -29)` as the
+    answer and fail a run that printed the right point (slice of 2026-11-27, MATH-500 precalculus/43)."""
+    return _OUTPUT_LABEL.sub("", _EXIT_LINE.sub("", run.strip(), count=1).strip(), count=1).strip()
 
 
 def without_code(text: str) -> str:
@@ -197,7 +206,7 @@ def program_answer(task: Task, final_answer: str | None, steps: Sequence[Step],
                 continue
             break
         if step.kind in ("tool", "environment"):
-            output = _EXIT_LINE.sub("", (step.observation or step.content or "").strip(), count=1).strip()
+            output = printed_output(step.observation or step.content or "")
             if output:
                 return f"{text.rstrip()}\n\nProgram output:\n{output}"
     return final_answer
@@ -258,7 +267,7 @@ def team_answer(task: Task, final_answer: str | None, steps: Sequence[Step], ans
         code = _EXIT_CODE.match(raw)
         if not code or int(code.group(1)) != 0:
             continue  # not a program's run (a reply such as "No code block was found"), or a run that failed
-        output = _EXIT_LINE.sub("", raw, count=1).strip()
+        output = printed_output(raw)
         if output:
             return f"{text.rstrip()}\n\nProgram output:\n{output}"
     return final_answer

@@ -180,8 +180,7 @@ def same_answer(task: Task, original: str, fix: str, verify: Verify,
         return None
     printed = program_output(fix, run_program)
     if printed is not None:
-        numbers = _LAST_NUMBER.findall(printed)
-        fix_answer = numbers[-1] if numbers else printed.splitlines()[-1].strip()
+        fix_answer = printed.splitlines()[-1].strip()  # the last line, whole: a point `(15, -29)` is one answer
         stated = f"the fix's program prints {fix_answer!r}"
     else:
         fixed = answer_spans(fix)
@@ -192,8 +191,7 @@ def same_answer(task: Task, original: str, fix: str, verify: Verify,
     candidates = answer_candidates(original)
     own = program_output(original, run_program) if printed is not None else None
     if own is not None:
-        numbers = _LAST_NUMBER.findall(own)
-        candidates.append(numbers[-1] if numbers else own.splitlines()[-1].strip())
+        candidates.append(own.splitlines()[-1].strip())
     for candidate in dict.fromkeys(candidates):
         judged = _verify_quietly(verify, task.model_copy(update={"ground_truth": candidate}), fix_answer)
         if judged is not None and judged.success:

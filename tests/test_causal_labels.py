@@ -591,6 +591,15 @@ def test_the_same_answer_guard_reads_what_the_fix_program_prints_not_its_prose()
     # a program that fails states nothing: the prose is read as before
     broken, _ = fake_runner({})
     assert same_answer(HALVES, STEP_12_5, RETAKE_5_SAYS_12_5, verify, broken) is not None
+    # a point is one answer, read whole (slice of 2026-11-27, MATH-500 precalculus/43): (14, -29) is not (15, -29)
+    point = Task(benchmark="math500", task_id="t-pt", verifier="math", kind="math", ground_truth="(15,-29)",
+                 prompt="Find the point the curve passes through at t = 2.")
+    step = "```python\nprint((2**3 + 6, -29))\n```"
+    fix = "```python\nprint((2**3 + 7, -3*4 - 12 - 5))\n```"
+    run_point, _ = fake_runner({"2**3 + 6": "(14, -29)\n", "2**3 + 7": "(15, -29)\n"})
+    assert same_answer(point, step, fix, verify, run_point) is None
+    same_point, _ = fake_runner({"2**3 + 6": "(15, -29)\n", "2**3 + 7": "(15, -29)\n"})
+    assert "prints '(15, -29)'" in (same_answer(point, step, fix, verify, same_point) or "")
 
 
 def test_a_module_the_sandbox_lacks_is_shown_to_the_analyzer_as_an_environment_limit():
@@ -621,3 +630,43 @@ def test_a_module_the_sandbox_lacks_is_shown_to_the_analyzer_as_an_environment_l
     assert "ENVIRONMENT LIMITS (what the run's code could not use" in prompts[0] and limits[0] in prompts[0]
     assert environment_limits(Trajectory(framework="f", benchmark="b", task_id="t", steps=[
         Step(index=0, agent="a", content="all fine")])) == []
+
+
+def test_a_fix_that_restores_an_answer_the_team_had_reached_is_not_a_leak():
+    """Slice of 2026-11-27 (AG2, MATH-500 precalculus/43): the coder's program printed the right answer, later agents
+    lost it, and the analyzer's fixes of the critic's review, which restored it, were refused as answer leaks
+    (the review gave no answer). The team had the answer: carrying it forward hands nothing over. A run that
+    never reached it keeps the leak guard."""
+    code = "```python\ntotal = 2 * 30 * 4\nprint(total)\n```"
+    review = "The program counts one farm only; it should be 2 * 30 = 60 trees."
+    fix = "The program is right: it prints 240, every farm and row counted.\nAnswer: 240"
+
+    def run_with(printed: str) -> Trajectory:
+        steps = [Step(index=0, agent="executor", kind="human", content=TREES.prompt),
+                 Step(index=1, agent="coder", content=code, call_ids=["c1"]),
+                 Step(index=2, agent="executor", kind="tool",
+                      content=f"exitcode: 0 (execution succeeded)\nCode output: {printed}\n"),
+                 Step(index=3, agent="critic", content=review, call_ids=["c3"]),
+                 Step(index=4, agent="coder", content="Answer: 60", call_ids=["c4"])]
+        return Trajectory(framework="ag2", benchmark="gsm8k", task_id=TREES.task_id, question=TREES.prompt,
+                          ground_truth="240", steps=steps, final_answer="Answer: 60", verdict=verify(TREES, "Answer: 60"),
+                          recording=Recording(gateway_run_id="r", task=TREES))
+
+    def analyzer(prompt: str) -> str:
+        step = at_step(prompt)
+        if step is None or step == 3:
+            return fix_json(3, "critic", fix)
+        return json.dumps({"fix_needed": False, "reason": "fine"})
+
+    def replay(intervention: Intervention):
+        good = "240" in intervention.new_content and intervention.kind == "fix"
+        run = reached.model_copy(update={"final_answer": "Answer: 240" if good else "Answer: 60"})
+        return run, verify(TREES, run.final_answer), ReplayOutcome()
+
+    reached = run_with("240")
+    result = find_decisive_step(reached, analyzer=analyzer, replay=replay, verify=verify, budget=Budget(max_candidates=1))
+    assert (result.annotation.status, result.step, result.agent) == ("labelled", 3, "critic")
+    assert result.annotation.metadata["answer_leaks"] == 0
+    lost = run_with("60")  # the program printed a wrong number: the team never had 240
+    result = find_decisive_step(lost, analyzer=analyzer, replay=replay, verify=verify, budget=Budget(max_candidates=1))
+    assert result.annotation.status != "labelled" and result.annotation.metadata["answer_leaks"] >= 1

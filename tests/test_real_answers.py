@@ -59,7 +59,7 @@ def test_ag2s_prose_ending_is_read_with_the_output_of_the_teams_last_program():
     task, steps, final = _recorded("ag2_gsm8k_test-7")
     assert verify(task, final).details["method"] == "last_number"
     answer = get_adapter("ag2").final_answer(task, steps, final)
-    assert answer.startswith(final) and answer.endswith("Program output:\nCode output: Answer: 560 minutes")
+    assert answer.startswith(final) and answer.endswith("Program output:\nAnswer: 560 minutes")
     assert verify(task, answer).details["method"] != "last_number"
 
 
@@ -68,11 +68,11 @@ def test_ag2s_answer_skips_failed_runs_and_the_no_code_reply():
     the run at step 2 failed (exit code 1): the output read is step 8's, the last run that succeeded."""
     task, steps, final = _recorded("ag2_gsm8k_test-780")
     answer = get_adapter("ag2").final_answer(task, steps, final)
-    assert answer == f"{final}\n\nProgram output:\nCode output: 110"
+    assert answer == f"{final}\n\nProgram output:\n110"
     # a prose answer that states its answer keeps it; a code answer is read by `program_answer` as before
     stated = "The team's answer.\nAnswer: 25"
     assert get_adapter("ag2").final_answer(task, steps, stated) == stated
-    assert get_adapter("ag2").final_answer(task, steps, steps[7].content).endswith("Program output:\nCode output: 110")
+    assert get_adapter("ag2").final_answer(task, steps, steps[7].content).endswith("Program output:\n110")
 
 
 def test_ag2s_prose_ending_on_a_coding_task_is_judged_on_the_coders_last_code():
@@ -84,3 +84,24 @@ def test_ag2s_prose_ending_on_a_coding_task_is_judged_on_the_coders_last_code():
     answer = get_adapter("ag2").final_answer(task, steps, final)
     code = steps[7].content.strip()
     assert answer == f"{final}\n\nCode (step 7):\n{code}"
+
+
+def test_a_point_that_ag2_printed_is_read_without_the_executors_label():
+    """Slice of 2026-11-27, AG2 on MATH-500 precalculus/43 (the local 0.5B): the coder's sympy program printed the
+    right point; the executor reported it as `Code output: (15, -29)`, and with that label in the team's answer
+    the MATH verifier read `Code output: (15, -29)` as the answer and failed a right run."""
+    from rootstep.benchmarks._answer import printed_output
+
+    code = ("```python\nfrom sympy import symbols\n\nt = symbols('t')\nx = t**3 + 7\ny = -3*t**2 - 6*t - 5\n"
+            "point = (x.subs(t, 2), y.subs(t, 2))\nprint(point)\n```")
+    task = Task(benchmark="math500", task_id="test/precalculus/43.json", verifier="math", kind="math",
+                ground_truth="(15,-29)", prompt="Find the point the curve passes through at $t = 2.$")
+    steps = [Step(index=0, agent="executor", kind="human", content=task.prompt),
+             Step(index=1, agent="coder", content=code),
+             Step(index=2, agent="executor", kind="tool",
+                  content="exitcode: 0 (execution succeeded)\nCode output: (15, -29)\n")]
+    answer = get_adapter("ag2").final_answer(task, steps, code)
+    assert answer.endswith("Program output:\n(15, -29)")
+    assert verify(task, answer).success
+    assert printed_output("exitcode: 0 (execution succeeded)\nCode output: 240\n") == "240"
+    assert printed_output("exit code 0\nCode output:\n(1, 2)") == "(1, 2)"
