@@ -248,7 +248,11 @@ _INSTRUCTION = re.compile(
     r"^\W*(?:(?:add|change|replace|remove|modify|update|correct|fix|use|include|insert|delete|move|swap)\s+"
     r"(?:the|a|an|this|that|it|its|step|line|code|value|calculation|variable|formula|function)\b"
     r"|the (?:correct(?:ed)?|right|proper) (?:calculation|code|formula|line|computation|expression|function|"
-    r"implementation|value|approach) (?:should|would|must) be\b)", re.IGNORECASE)
+    r"implementation|value|approach) (?:should|would|must) be\b"
+    # what the work should do instead, said of the work: "The function should return an empty list when ..."
+    # (the 1.5B's whole fix of an AgentPrune programmer's code, slice of 2026-11-27, HumanEval/25)
+    r"|(?:the|this|your) (?:function|code|program|solution|implementation|method|loop|calculation|formula|answer)"
+    r" (?:should|must|needs? to|ought to)\b)", re.IGNORECASE)
 _DESCRIBED = re.compile(
     r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
     r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)

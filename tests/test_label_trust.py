@@ -482,6 +482,8 @@ QWEN_1_5B_DESCRIBED = [
     "To correct this, the coder should have written: `total_sheets_of_paper = sheets_per_pad * 30` instead of "
     "`total_sheets_of_paper = sheets_per_pad * 30.0`.",
     "No changes needed.",
+    # the 1.5B's whole fix of an AgentPrune programmer's code (slice of 2026-11-27, HumanEval/25)
+    "The function should return an empty list when the input number is 1.",
 ]
 QWEN_1_5B_PLACEHOLDER = "<the full corrupted text of step 7>"
 
