@@ -251,7 +251,7 @@ _INSTRUCTION = re.compile(
     r"implementation|value|approach) (?:should|would|must) be\b"
     # what the work should do instead, said of the work: "The function should return an empty list when ..."
     # (the 1.5B's whole fix of an AgentPrune programmer's code, slice of 2026-11-27, HumanEval/25)
-    r"|(?:the|this|your) (?:function|code|program|solution|implementation|method|loop|calculation|formula|answer)"
+    r"|(?:the|this|your) (?:function|code|program|solution|implementation|method|loop)"
     r" (?:should|must|needs? to|ought to)\b)", re.IGNORECASE)
 _DESCRIBED = re.compile(
     r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
