@@ -356,6 +356,10 @@ class _Search:
         self.early_controls = early_controls
         self.controls_by_step: dict[int, list[tuple[Replay, Verdict | None]]] = {}
         """Control replays run for a step (beside a ranked fix's replay), not yet used by a flip check."""
+        self.retakes: dict[int, tuple[str | None, str | None]] = {}
+        """Each step's retake (`retake_step`), asked once per search: its request is the agent's recorded one,
+        whatever the diagnosis, so a second retake of the step is the first one again (on the main job's GSM8K
+        test-474 the 1.5B's retake looped to its 856-token room twice, 89 s and 139 s, the same answer)."""
 
     # -------------------------------------------------------------- prompts
 
@@ -464,7 +468,7 @@ class _Search:
         tries: list[tuple[Literal["retake", "rewrite"], Callable[[], tuple[str | None, str | None]]]] = []
         messages = self.step_request(step) if self.step_request is not None else None
         if messages:
-            tries.append(("retake", lambda: retake_step(self.analyzer, messages, step, self.meter, self.asked)))
+            tries.append(("retake", lambda: self.retake(step, messages)))
         tries.append(("rewrite", lambda: rewrite_step(self.analyzer, step, diagnosis.instruction or "", diagnosis.reason,
                                                       self.base["question"], self.meter, self.asked)))
         whys = []
@@ -477,6 +481,12 @@ class _Search:
                 self.asked.append(Asked(prompt_name=f"{how}_step", answer=text, problem=why))
             whys.append(f"{how}: {why}")
         return None, f"the described fix of step {step.index} could not be written out ({'; '.join(whys)})"
+
+    def retake(self, step: Step, messages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+        """`step` retaken in its agent's seat, once per search (`retakes`)."""
+        if step.index not in self.retakes:
+            self.retakes[step.index] = retake_step(self.analyzer, messages, step, self.meter, self.asked)
+        return self.retakes[step.index]
 
     # -------------------------------------------------------------- replays
 

@@ -634,3 +634,39 @@ def test_a_described_fix_is_first_sought_by_retaking_the_step_in_the_agents_seat
     assert result.attempts[0].diagnosis.written == "retake"
     assert any("retaken by the analyzer's model in the agent's seat" in n for n in a.evidence.notes)
     assert [r.intervention.kind for r in result.replays] == ["fix", "control"]  # the flip has its control
+
+
+def test_a_step_is_retaken_once_per_search():
+    """The main job on a fresh machine (GSM8K test-474): the 1.5B analyzer described a change at the coder's step
+    1 twice; each time the step was retaken from the coder's recorded request, and the 1.5B looped to its room
+    both times (89 s, 139 s: the same answer). The retake is asked once per search; the second description of
+    the step goes straight to the rewrite of the step, whose replay is the one new try."""
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "ag2_gsm8k_test-120.json").read_text())
+    task, run = _real_ag2_run("ag2_gsm8k_test-120")
+    ranked, retaken = data["analyzer_replies"]
+    sent: list[str] = []
+
+    def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        last = messages[-1]["content"]
+        if "You are the analyzer" in last:
+            sent.append("analyzer")
+            return ranked  # the same described change at step 1, each time
+        if "You are editing one message" in last:
+            sent.append("rewrite")
+            return QWEN_1_5B_REWRITTEN
+        sent.append("retake")
+        return retaken
+
+    register_script("qwen-retakes-once", analyzer)
+    chat = Chat("scripted/qwen-retakes-once", extra={"response_format": {"type": "json_object"}})
+    replay = replayer(run, task, lambda prefix, i: [  # no fix flips this run
+        ("executor", "tool", "exitcode: 0 (execution succeeded)\nCode output: 30.0"), ("critic", "agent", "TERMINATE")])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=2, max_reasks=1),
+                                verify=verify, step_request=lambda step: data["requests"].get(str(step.index)))
+
+    assert sent.count("retake") == 1, sent
+    fixes = [c.new_content for c in replay.calls if c.kind == "fix"]
+    assert fixes.count(retaken.strip()) == 1  # the retake replayed once, never asked for again
+    assert result.annotation.status == "unresolved"

@@ -34,8 +34,11 @@ REAL_ANALYZER_REPLY = json.dumps({
                      "```python\nprint(min(x for x in range(-10, 10) if x >= 1 and x != 2))\n```\n\n"
                      "The smallest such integer is $\\boxed{1}$.",
 })
+# The coder's program checks its reasoning but prints nothing, and its prose states x=1 with no box or answer
+# line: the verifier finds no answer. (The issue's own run printed the 1; since AG2's `Code output:` label is
+# dropped from what a program printed, the verifier reads that 1 and the run is a success, as it should be.)
 FORMAT_ONLY_CODER = ("We need $x - 1 \\ge 0$ and $x \\ne 2$, so the domain starts at $x = 1$.\n\n"
-                     "```python\nprint(min(x for x in range(-10, 10) if x >= 1 and x != 2))\n```\n\n"
+                     "```python\nassert all(x - 1 >= 0 and x != 2 for x in [1])\n```\n\n"
                      "The smallest such integer is x=1, which is in the domain.")
 
 
@@ -52,7 +55,7 @@ def test_format_only_failure_gives_no_label(prefect_harness, tmp_path, docker_sa
     task = _math_task()
     assert task.ground_truth == "1"
     register_script("trust-ag2-coder", lambda messages, params: FORMAT_ONLY_CODER)
-    register_script("trust-ag2-critic", lambda messages, params: "The reasoning and the printed 1 agree. TERMINATE")
+    register_script("trust-ag2-critic", lambda messages, params: "The reasoning and the check agree. TERMINATE")
     register_script("trust-analyzer", lambda messages, params: REAL_ANALYZER_REPLY)
     wh_dir = str(tmp_path)
     report = collect(["ag2"], tasks=[task], model="scripted/trust-ag2-coder",
