@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pyarrow as pa
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -22,14 +23,38 @@ def _cell(value: Any, width: int = 120) -> str:
 
 
 def print_arrow_table(console: Console, table: pa.Table, limit: int = 200, title: str | None = None) -> None:
+    """`table` as a grid, or, when its columns do not fit the terminal side by side (`quality` on 80 columns
+    cut every header to a few letters), one record per row: each column's name beside its value."""
+    rows = table.slice(0, limit).to_pylist()
     out = Table(title=title, show_lines=False, header_style="bold cyan")
     for name in table.column_names:
         out.add_column(name, overflow="fold")
-    for row in table.slice(0, limit).to_pylist():
+    for row in rows:
         out.add_row(*(escape(_cell(v)) for v in row.values()))
-    console.print(out)
+    if not rows or _fits(console, table.column_names, rows):
+        console.print(out)
+    else:
+        if title:
+            console.print(f"[italic]{escape(title)}[/]")
+        for n, row in enumerate(rows, 1):
+            record = Table(title=f"row {n}", show_header=False, title_justify="left", box=box.SIMPLE)
+            record.add_column(style="bold cyan", no_wrap=True)
+            record.add_column(overflow="fold")
+            for name, value in row.items():
+                record.add_row(escape(name), escape(_cell(value)))
+            console.print(record)
     shown = min(limit, table.num_rows)
     console.print(f"[dim]{table.num_rows} row(s){'' if shown == table.num_rows else f', {shown} shown'}[/]")
+
+
+def _fits(console: Console, columns: list[str], rows: list[dict[str, Any]]) -> bool:
+    """Every column of a grid keeps its whole header and at least 12 characters of a value (or its widest value,
+    when narrower) on `console`'s width: a cell border and padding take 3 characters per column."""
+    need = 1
+    for name in columns:
+        widest = max(len(_cell(r[name])) for r in rows)
+        need += 3 + max(len(name), min(widest, 12))
+    return need <= console.width
 
 
 _KIND_STYLE = {"agent": "green", "tool": "blue", "environment": "magenta", "human": "yellow"}
@@ -129,6 +154,42 @@ def print_trajectory(
         console.print("[dim]no annotations[/]")
 
 
+REPLAYS_OF_RUN = """
+    SELECT purpose, intervention_kind AS kind, intervention_step AS step, intervention_agent AS agent,
+           success_before, success_after, result_run_id, live_calls, replayed_calls, duration_s,
+           intervention_content AS content, divergence, error
+    FROM replays WHERE run_id = ? ORDER BY created_at, id"""
+"""The replays of one run, oldest first: the proof of its label (the flipping fix or corruption and its controls)
+and every correction tried before it."""
+
+
+def print_replays(console: Console, replays: list[dict[str, Any]], width: int) -> None:
+    """Each replay of a run: what was changed at which step, and what the verifier said before and after."""
+    if not replays:
+        console.print("[dim]no replays[/]")
+        return
+
+    def outcome(r: dict[str, Any]) -> str:
+        if r["error"] or r["divergence"]:
+            return "error" if r["error"] else "diverged"
+        said = {True: "success", False: "failure", None: "?"}
+        flipped = r["success_after"] is not None and r["success_before"] is not None and r["success_after"] != r["success_before"]
+        return f"{said[r['success_before']]} → {said[r['success_after']]}" + (" [bold](flip)[/]" if flipped else "")
+
+    table = Table(title="replays (the proof: a fix or corruption that flips the run, and its controls)",
+                  header_style="bold cyan", show_lines=True)
+    for column in ("#", "kind", "step", "outcome", "calls", "changed to"):
+        table.add_column(column, overflow="fold")
+    for n, r in enumerate(replays):
+        kind = r["kind"] or "exact"
+        step = "∅" if r["step"] is None else f"{r['step']} ({escape(r['agent'] or '?')})"
+        content = (r["content"] or r["error"] or r["divergence"] or "").strip()
+        table.add_row(str(n), escape(f"{r['purpose']} {kind}"), step, outcome(r),
+                      f"{r['live_calls'] or 0} live, {r['replayed_calls'] or 0} replayed",
+                      escape(content if width == 0 else _cell(content, min(width, 200))))
+    console.print(table)
+
+
 def _recording_rows(t: Trajectory) -> list[tuple[str, str]]:
     """Header rows for how the run was recorded and, for a replayed run, what it re-simulates."""
     rows: list[tuple[str, str]] = []
@@ -163,12 +224,13 @@ def _print_transcript(console: Console, a: Annotation, width: int) -> None:
 
 
 STATS_QUERIES = {
-    "runs by framework and benchmark": """
-        SELECT framework, benchmark, count(*) AS runs,
-               count(*) FILTER (WHERE success) AS successes,
-               count(*) FILTER (WHERE NOT success) AS failures,
-               count(*) FILTER (WHERE success IS NULL) AS unverified,
-               sum(n_steps) AS steps
+    "runs by framework and benchmark (a replay's re-simulated run counted apart)": """
+        SELECT framework, benchmark, count(*) FILTER (WHERE parent_run_id IS NULL) AS runs,
+               count(*) FILTER (WHERE parent_run_id IS NULL AND success) AS successes,
+               count(*) FILTER (WHERE parent_run_id IS NULL AND NOT success) AS failures,
+               count(*) FILTER (WHERE parent_run_id IS NULL AND success IS NULL) AS unverified,
+               coalesce(sum(n_steps) FILTER (WHERE parent_run_id IS NULL), 0) AS steps,
+               count(*) FILTER (WHERE parent_run_id IS NOT NULL) AS replayed_runs
         FROM runs GROUP BY ALL ORDER BY framework, benchmark""",
     "annotations by method": """
         SELECT method, status, verified, count(*) AS annotations, count(DISTINCT run_id) AS runs,
@@ -186,7 +248,7 @@ def print_stats(console: Console, warehouse: Warehouse) -> None:
         for title, sql in STATS_QUERIES.items():
             print_arrow_table(console, con.sql(sql).to_arrow_table(), title=title)
         totals = con.execute(
-            "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM steps) AS steps, "
+            "SELECT (SELECT count(*) FROM runs WHERE parent_run_id IS NULL) AS runs, (SELECT count(*) FROM steps WHERE run_id IN (SELECT id FROM runs WHERE parent_run_id IS NULL)) AS steps, "
             "(SELECT count(*) FROM llm_calls) AS llm_calls, (SELECT count(*) FROM replays) AS replays, "
             "(SELECT count(*) FROM labels) AS labels"
         ).fetchone()

@@ -170,8 +170,9 @@ def show_cmd(
     width: int = typer.Option(600, help="Characters of each step's content shown (0: all)."),
     warehouse: Optional[str] = WarehouseOption,
 ) -> None:
-    """A readable trajectory with its labelled (decisive) step highlighted."""
-    from rootstep._render import print_trajectory
+    """A readable trajectory with its labelled (decisive) step highlighted, its annotations and their replays
+    (the fix or corruption that flipped it and its controls, and every correction tried before it)."""
+    from rootstep._render import REPLAYS_OF_RUN, print_replays, print_trajectory
 
     wh = open_warehouse(warehouse)
     try:
@@ -180,6 +181,7 @@ def show_cmd(
     except RootstepError as exc:
         fail(str(exc))
     print_trajectory(console, run_id, trajectory, wh.label(run_id), wh.annotations(run_id), width=width)
+    print_replays(console, wh.rows(REPLAYS_OF_RUN, [run_id]), width)
 
 
 @app.command("run")

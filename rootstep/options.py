@@ -65,6 +65,15 @@ def open_warehouse(location: Optional[str]) -> "Warehouse":
     return Warehouse(location or default_location())
 
 
+def listed(names: Callable[[], Iterable[str]], *extra: str) -> str:
+    """The names a registry option takes, for its `--help` (read when the command line is built: the built-ins
+    and installed plugins; a plugin that cannot be loaded leaves the list to the usage error)."""
+    try:
+        return ", ".join([*extra, *names()])
+    except Exception:  # noqa: BLE001 - a broken plugin must not break --help; one_of names it when used
+        return "see docs"
+
+
 def one_of(names: Callable[[], Iterable[str]], *extra: str) -> Callable[[Optional[str]], Optional[str]]:
     """A typer `callback` that accepts a name of a live registry (`names()` is read when the command runs,
     so a tracer or trace format registered after import is accepted) or one of `extra` (`auto`); any

@@ -114,3 +114,88 @@ def test_the_command_line_gives_its_ephemeral_prefect_server_time_to_start(monke
 
     assert run(None) == cli.EPHEMERAL_PREFECT_STARTUP_S == "180"
     assert run("45") == "45"
+
+
+def test_stats_counts_collected_runs_apart_from_replays(tmp_path: Path):
+    """Issue 31: three collected GSM8K runs and the eight re-simulated runs of their replays showed as 11 runs."""
+    from rootstep.warehouse import Step, Trajectory, Verdict, Warehouse
+
+    def run(task: str, success: bool, parent: str | None = None) -> Trajectory:
+        return Trajectory(framework="ag2", benchmark="gsm8k", task_id=task, question="q", ground_truth="1",
+                          steps=[Step(index=0, agent="user", kind="human", content="q"),
+                                 Step(index=1, agent="coder", kind="agent", content=f"answer of {task}")],
+                          verdict=Verdict(success=success, score=float(success)), parent_run_id=parent)
+
+    collected = [run("t1", False), run("t2", False), run("t3", True)]
+    replays = [run(f"t1-{i}", i % 2 == 0, parent=collected[i % 2].id) for i in range(8)]
+    wh = Warehouse(str(tmp_path / "wh"))
+    wh.write_trajectories([*collected, *replays])
+    out = runner.invoke(app, ["stats", "--warehouse", str(tmp_path / "wh")], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    row = next(line for line in out.output.splitlines() if "gsm8k" in line)
+    cells = [c.strip() for c in row.split("│") if c.strip()]
+    assert cells == ["ag2", "gsm8k", "3", "1", "2", "0", "6", "8"]  # runs, successes, failures, unverified, steps, replayed
+    assert ": 3 runs, 6 steps," in out.output.replace("\n", " ")
+
+
+def test_show_prints_the_replays_that_prove_a_label(tmp_path: Path):
+    """`rootstep show RUN` prints the run's replays (the README's "the failed run, its decisive step, the
+    replays"): the fix that flipped it, marked, and its controls, each with the step it changed."""
+    from ._ui_support import build_warehouse
+
+    built = build_warehouse(tmp_path)
+    run_id = built["counterfactual_run"]
+    replays = built["warehouse"].rows("SELECT intervention_kind AS kind, flipped FROM replays WHERE run_id = ?", [run_id])
+    assert any(r["flipped"] for r in replays) and any(r["kind"] == "control" for r in replays)
+    out = runner.invoke(app, ["show", run_id, "--warehouse", built["location"], "--width", "60"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    shown = out.output.split("replays (the proof")[1]
+    rows = [line for line in shown.splitlines() if line.startswith("│ ") and line.split("│")[1].strip().isdigit()]
+    assert len(rows) == len(replays)
+    assert sum("(flip)" in r for r in rows) == sum(bool(r["flipped"]) for r in replays)
+    assert sum("counterfactual control" in r for r in rows) == sum(r["kind"] == "control" for r in replays)
+
+    injected = runner.invoke(app, ["show", built["success_run"], "--warehouse", built["location"]], env={"COLUMNS": "200"})
+    assert injected.exit_code == 0 and "fault_injection corruption" in injected.output.split("replays (the proof")[1]
+    [imported] = built["warehouse"].rows("SELECT id FROM runs WHERE source <> 'rootstep' LIMIT 1")
+    nothing = runner.invoke(app, ["show", imported["id"], "--warehouse", built["location"]], env={"COLUMNS": "200"})
+    assert nothing.exit_code == 0 and "replays (the proof" not in nothing.output and "no replays" in nothing.output
+
+
+def test_registry_options_list_their_names_in_help():
+    """`--method` and `import traces --format` say which names they take, on an 80-column terminal too."""
+    from rootstep.tracers._methods import TRACERS
+    from rootstep.warehouse.traces.detect import FORMATS
+
+    for args, names in ((["attribute", "--help"], TRACERS.names()), (["import", "traces", "--help"], ["auto", *FORMATS.names()])):
+        out = runner.invoke(app, args, env={"COLUMNS": "80"})
+        assert out.exit_code == 0, out.output
+        flat = " ".join(line.strip("│ ").strip() for line in out.output.splitlines())
+        missing = [n for n in names if n not in flat]
+        assert not missing, (args, missing)
+
+
+def test_a_table_too_wide_for_the_terminal_is_printed_one_record_per_row():
+    """`rootstep quality` on an 80-column terminal cut every header to a few letters; a table whose columns do
+    not fit side by side is printed as records (each column's name beside its value), a narrow one as a grid."""
+    import pyarrow as pa
+    from rich.console import Console
+
+    from rootstep._render import print_arrow_table
+
+    wide = pa.table({name: [i, i + 1] for i, name in enumerate(
+        ["framework", "counterfactual_labels", "verifier_suspect", "injection_attempts", "labels_per_100_runs",
+         "live_calls_per_label", "mean_label_position"])} | {"benchmark": ["whowhen-algorithm-generated", "gsm8k"]})
+    for width in (80, 120):
+        buf = io.StringIO()
+        print_arrow_table(Console(file=buf, width=width), wide, title="yield")
+        lines = buf.getvalue().splitlines()
+        assert max(len(line) for line in lines) <= width
+        for n, row in enumerate(wide.to_pylist(), 1):
+            record = buf.getvalue().split(f"row {n}")[1].split("row ")[0]
+            for name, value in row.items():
+                assert any(line.split() == [name, str(value)] for line in record.splitlines()), (name, value)
+    narrow = pa.table({"framework": ["ag2"], "labels": [4]})
+    buf = io.StringIO()
+    print_arrow_table(Console(file=buf, width=80), narrow)
+    assert "row 1" not in buf.getvalue() and "┃ framework ┃ labels ┃" in buf.getvalue()

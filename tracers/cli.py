@@ -12,7 +12,7 @@ from typing import Any, Optional
 import typer
 
 from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
-from rootstep.options import WarehouseOption, one_of
+from rootstep.options import WarehouseOption, listed, one_of
 
 tracer_app = typer.Typer(help="Train and list the learned failure tracer (no LLM needed).", no_args_is_help=True)
 
@@ -28,8 +28,8 @@ def MethodOption(default: str) -> Any:
     """`--method/-m`: any registered tracer; an unknown name is a usage error listing them."""
     return typer.Option(default, "--method", "-m", metavar="METHOD", callback=one_of(tracer_names),
                         autocompletion=tracer_names,
-                        help="Attribution method: a registered tracer (docs/tracers.md; a plugin's too). An "
-                             "unknown name lists them.")
+                        help=f"Attribution method, a registered tracer: {listed(tracer_names)} (docs/tracers.md; "
+                             "a plugin's too).")
 
 
 class Format(str, Enum):

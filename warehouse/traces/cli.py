@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from rootstep.options import WarehouseOption, one_of
+from rootstep.options import WarehouseOption, listed, one_of
 
 from .verdicts import VERDICT_FORMATS
 
@@ -28,8 +28,8 @@ def import_traces_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders of them (searched recursively)."),
     format: str = typer.Option("auto", "--format", metavar="FORMAT", callback=one_of(format_names, "auto"),
                                autocompletion=lambda: ["auto", *format_names()],
-                               help="The files' format: auto (detected per file) or a registered trace format "
-                                    "(docs/traces.md; a plugin's too). An unknown name lists them."),
+                               help=f"The files' format: auto (detected per file) or a registered trace format: "
+                                    f"{listed(format_names)} (docs/traces.md; a plugin's too)."),
     framework: Optional[str] = typer.Option(None, help="Framework name for the runs (default: read from the trace)."),
     benchmark: Optional[str] = typer.Option(None, help="Benchmark name for the runs (default: imported-traces, "
                                                        "or the Inspect task)."),
