@@ -150,30 +150,31 @@ def bare_engine(name: str, speculative: str) -> Any:
                   speculative=speculative)
 
 
-def speculative_requests(warehouse: str) -> dict[str, list[dict[str, Any]]]:
-    """The three workloads: a rewritten step (copies its prompt), analyzer requests, agent turns."""
+def speculative_requests(warehouse: str, n: int = 3) -> dict[str, list[dict[str, Any]]]:
+    """The three workloads, `n` requests each: a rewritten step (copies its prompt), analyzer requests, agent
+    turns."""
     from rootstep.benchmarks import load_tasks
     from rootstep.prompts import render
     from rootstep.warehouse import Step
 
     rewrite = []
-    for task in load_tasks("mbpp", limit=3, seed=3):
+    for task in load_tasks("mbpp", limit=n, seed=3):
         code = task.metadata.get("reference_solution") or ""
         step = Step(index=1, agent="coder", content=f"```python\n{code}\n```")
         rewrite.append({"messages": [{"role": "user", "content": render(
             "rewrite_step.j2", question=task.prompt, step=step, instruction="Rename the function's first parameter "
             "to `data` everywhere it is used.", reason="", previous_answer=None, problem=None)}], "max_tokens": 160})
     analyzer = [{"messages": [{"role": "user", "content": p}], "max_tokens": 96,
-                 "response_format": {"type": "json_object"}} for p in analyzer_prompts(warehouse, compact=True)[:3]]
+                 "response_format": {"type": "json_object"}} for p in analyzer_prompts(warehouse, compact=True)[:n]]
     agent = [{"messages": [{"role": "system", "content": AGENTS["coder"]}, {"role": "user", "content": t.prompt}],
-              "max_tokens": 160} for t in load_tasks("gsm8k", limit=3, seed=5)]
+              "max_tokens": 160} for t in load_tasks("gsm8k", limit=n, seed=5)]
     return {"rewritten step": rewrite, "analyzer": analyzer, "agent turn": agent}
 
 
-def speculative(warehouse: str) -> None:
+def speculative(warehouse: str, n: int = 3) -> None:
     from rootstep.gateway._local_model import DRAFT_MODEL, gguf_path, same_vocabulary
 
-    workloads = speculative_requests(warehouse)
+    workloads = speculative_requests(warehouse, n)
     print("\nspeculative decoding (one slot, no prompt cache, greedy; the same requests to each engine):")
     print(f"{'model':<22} {'decoding':<8} {'workload':<15} {'calls':>5} {'s/call':>7} {'gen tok/s':>10} "
           f"{'accepted':>9} {'same as plain':>14}")
@@ -308,6 +309,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 2, 4],
                         help="requests at once to compare (default 1 2 4; none to skip)")
     parser.add_argument("--warehouse", default=os.environ.get("ROOTSTEP_WAREHOUSE", "rootstep-data"))
+    parser.add_argument("--requests", type=int, default=3, help="requests per workload of the speculative section")
     parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS),
                         help="what to measure (default: everything)")
     args = parser.parse_args()
@@ -315,7 +317,7 @@ def main() -> None:
     if "reuse" in args.sections or "concurrency" in args.sections:
         prefix_reuse(args)
     if "speculative" in args.sections:
-        speculative(args.warehouse)
+        speculative(args.warehouse, args.requests)
     if "compact" in args.sections:
         compact_rendering(args.warehouse)
     if "labels" in args.sections:
