@@ -40,6 +40,8 @@ _ANSWER_LINE = re.compile(
 )
 _PHRASE = re.compile(r"(?:the\s+)?(?:final\s+answer|answer)\s*(?:is\s*:?|:)\s*", re.IGNORECASE)
 _WRAPPERS = (("**", "**"), ("__", "__"), ("`", "`"), ("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_QUOTES = ('"', "“", "”", "'", "‘", "’")
+"""Quotes that may stand unbalanced at an edge of a span: the other one is outside it."""
 _LABEL = re.compile(r"^(?:exact(?:ly)?|approx(?:imately)?|final|result|simplified)\s*[:：]\s*", re.IGNORECASE)
 
 
@@ -80,7 +82,7 @@ def last_boxed(text: str) -> str | None:
 
 def clean_span(span: str) -> str:
     """An answer as written, without its decoration: markdown bold/code, `$...$`, `\\(...\\)`, a trailing
-    full stop, a qualifier label (`exact: S = 2` -> `S = 2`)."""
+    full stop, a qualifier label (`exact: S = 2` -> `S = 2`), a quote whose partner is outside the span."""
     s = span.strip()
     changed = True
     while changed and s:
@@ -91,6 +93,11 @@ def clean_span(span: str) -> str:
                 s2 = s2[len(left) : len(s2) - len(right)].strip()
                 break
         s2 = _LABEL.sub("", s2)
+        for quote in _QUOTES:  # a quote closed around the answer line it ends: `should be "Answer: 7".`
+            if s2.endswith(quote) and s2.count(quote) % 2 == 1:
+                s2 = s2[: -len(quote)].rstrip()
+            if s2.startswith(quote) and s2.count(quote) % 2 == 1:
+                s2 = s2[len(quote):].lstrip()
         if s2 != s:
             s, changed = s2, True
     return s

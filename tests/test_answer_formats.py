@@ -62,6 +62,19 @@ def test_clean_span_drops_decoration_only() -> None:
     assert clean_span("**$x^2$**.") == "x^2"
     assert clean_span("exact: S = 2") == "S = 2"
     assert clean_span("`[1, 2)`") == "[1, 2)"
+    assert clean_span("'a'") == "'a'" and clean_span('"it\'s"') == '"it\'s"'  # balanced quotes are the answer's
+
+
+def test_a_quote_closed_around_the_answer_line_is_not_part_of_the_answer() -> None:
+    """AG2 on MATH-500 number_theory/255 (slice of 2026-11-28, seed 4): the coder's last message ended
+    `The correct output should be "Answer: 7".`; the span read was `7"`, sympy could not compare it, and
+    the analyzer was told the run failed on "a string '7\"'" (it blamed code that compares strings)."""
+    text = ('The code output "Answer: 0" indicates that the execution failed. This means that the code did not '
+            'produce the expected output. The correct output should be "Answer: 7".')
+    assert final_answer_span(text)[0] == "7"
+    verdict = verify(_task("math", "4"), text)
+    assert not verdict.success and verdict.details["extracted"] == "7" and "could not compare" not in str(verdict.details)
+    assert final_answer_span("He said “the answer is 12”")[0] == "12"
 
 
 @pytest.mark.parametrize("answer", [AG2_CODER, SMOLAGENTS_MANAGER, SMOLAGENTS_MANAGER_PLAIN])
