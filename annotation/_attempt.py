@@ -457,16 +457,21 @@ def environment_limits(trajectory: Trajectory) -> list[str]:
 
 def replay_said(result: Trajectory | None, verdict: Verdict | None, max_chars: int = 700) -> str | None:
     """What a replay that still failed ended with, as the analyzer reads it beside the fix it tested: the
-    re-simulated run's final answer (its end, where the answer sits) and the verifier's verdict details."""
+    re-simulated run's final answer (its end, where the answer sits; its lines and a code block's indentation
+    kept, blank lines dropped) and the verifier's verdict details."""
     if result is None or verdict is None:
         return None
-    final = " ".join((result.final_answer or "").split())
+    lines = [" ".join(line.split()) if not line.startswith((" ", "\t")) else line.rstrip()
+             for line in (result.final_answer or "").strip().splitlines() if line.strip()]
+    final = "\n".join(lines)
     half = max_chars // 2
     final = final if len(final) <= half else "... " + final[-half:]
     details = json.dumps(verdict.details, sort_keys=True, default=str) if verdict.details else ""
     room = max_chars - len(final)
     details = details if len(details) <= room else details[:room] + " ..."
-    return f"final answer: {final!r}" + (f"; verifier: {details}" if details else "")
+    # the answer's lines kept (escaped as the fix beside it is): with its code flattened onto one line, the
+    # 1.5B copied it into its next fix, a program that was one comment (slice of 2026-11-28, MATH-500 255)
+    return f"final answer: {json.dumps(final, ensure_ascii=False)}" + (f"; verifier: {details}" if details else "")
 
 
 def adapter_replay(adapter: Any, trajectory: Trajectory, *, retries: int = 1, **replay_kwargs: Any) -> ReplayFn:

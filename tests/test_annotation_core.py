@@ -267,7 +267,7 @@ def test_unresolvable_failure_is_stored_unresolved_with_its_attempts():
     assert "- step 5 (Solver)" in analyzer.prompts[2]
     # ... with what the replay ended with: its final answer and the verifier's details
     first = result.attempts[0]
-    assert first.said and f"final answer: '{ledger.replay(first.replay.intervention)[0].final_answer}'" in first.said
+    assert first.said and f"final answer: {json.dumps(ledger.replay(first.replay.intervention)[0].final_answer)}" in first.said
     assert f"still failed ({first.said})" in analyzer.prompts[1] and '"expected": ' in first.said
     # a fix after which the later agents repeated the run's own answer is shown as such
     assert "later agents repeating the run's original final answer" in analyzer.prompts[4]

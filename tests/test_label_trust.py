@@ -580,7 +580,7 @@ def test_a_described_fix_is_written_into_the_step_in_plain_text_and_replayed():
     assert any("written from the analyzer's description" in note for note in result.annotation.evidence.notes)
     # the questions after it show what that replay ended with
     later = prompts[prompts.index(rewrite) + 1:]
-    assert later and all("still failed (final answer: 'Answer: -33.33'; verifier: {" in p for p in later)
+    assert later and all('still failed (final answer: "Answer: -33.33"; verifier: {' in p for p in later)
 
 
 def test_a_rewrite_that_is_still_a_description_or_unchanged_is_refused():
@@ -670,3 +670,20 @@ def test_a_step_is_retaken_once_per_search():
     fixes = [c.new_content for c in replay.calls if c.kind == "fix"]
     assert fixes.count(retaken.strip()) == 1  # the retake replayed once, never asked for again
     assert result.annotation.status == "unresolved"
+
+
+def test_what_a_failed_replay_ended_with_keeps_its_lines():
+    """AG2 on MATH-500 number_theory/255 (slice of 2026-11-28, seed 4): the analyzer read a failed replay's final
+    answer with its code flattened onto one line ('```python # Step 1: ... from decimal import Decimal fraction =
+    ...') and copied it into its next fixes of steps 3, 4, 6 and 10: programs that were one comment and printed
+    nothing. The answer's lines and indentation are kept (escaped, as the fix beside it is)."""
+    from rootstep.annotation._attempt import replay_said
+
+    final = ("```python\n# Step 1: Convert the fraction to a decimal\nfrom decimal import Decimal\n\n"
+             "for d in str(Decimal(137) / Decimal(500)):\n    if d != '0':\n        last = d\nprint(last)\n```")
+    run = Trajectory(framework="ag2", benchmark="math500", task_id="255", question="q", ground_truth="4",
+                     steps=[Step(index=0, agent="executor", kind="human", content="q")], final_answer=final)
+    said = replay_said(run, Verdict(success=False, score=0.0, details={"expected": "4", "extracted": "7"}))
+    shown = json.loads(said.split("final answer: ", 1)[1].split("; verifier: ")[0])
+    assert shown == final.replace("\n\n", "\n")  # every line, the loop's indentation too; blank lines dropped
+    assert '"extracted": "7"' in said
