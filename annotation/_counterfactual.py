@@ -33,6 +33,7 @@ from rootstep.benchmarks import (
     RunProgram,
     Verify,
     answer_leak,
+    answer_spans,
     gives_answer,
     is_suspect,
     printed_output,
@@ -439,7 +440,30 @@ class _Search:
             return self.written(diagnosis, tested)
         return diagnosis, why
 
+    def wrong_answer(self, step: Step) -> str | None:
+        """The answer `step` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase)
+        when the task's verifier rejects it, or None (no such answer, a coding task, or no verifier). Such a step
+        is not correct whatever the analyzer says: on AgentPrune MATH-500 634 (slice of 2026-11-28) every agent
+        wrote `Answer: 997` (the answer is 333), the 1.5B judged all nine steps correct, and nothing was replayed."""
+        if self.task is None or self.verify is None or self.task.kind == "coding":
+            return None
+        if not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(step.content)):
+            return None
+        try:
+            verdict = self.verify(self.task, step.content)
+        except Exception:  # noqa: BLE001 - a verifier that cannot read the step decides nothing here
+            return None
+        if verdict.success:
+            return None
+        extracted = verdict.details.get("extracted")
+        return None if extracted is None else str(extracted)
+
     def ask_at(self, step: Step, *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
+        wrong = None if require_fix else self.wrong_answer(step)
+        if wrong is not None:
+            require_fix = True  # not "is it correct?": the verifier already answered that
+            self.notes.append(f"step {step.index} ({step.agent}) states the answer {wrong!r}, which the verifier rejects: "
+                              "asked for its correction, not whether it is correct")
         failed, tested = self.failed(), self.tested()
         shown = next(s for s in self.base["steps"] if s["index"] == step.index)
         shown = {**shown, "content": shown["full"]}  # the step asked about, whole (the run shows it compact)

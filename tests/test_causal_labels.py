@@ -112,14 +112,22 @@ def test_a_flip_whose_control_flips_too_is_not_causal_and_never_a_label():
 def test_a_deterministic_control_is_proven_identical_without_a_replay():
     team = Ensemble()
     run = team.run()
-    analyzer, _ = scripted("causal-det", lambda p, n: fix_json(4, "aggregator", RIGHT) if at_step(p) is None
-                           else json.dumps({"fix_needed": False, "reason": "fine"}))
-    why = "the 0 recorded call(s) after step 4 were answered deterministically"
+
+    def answers(p: str, n: int) -> str:
+        step = at_step(p)
+        if step is None:
+            return fix_json(4, "aggregator", RIGHT)
+        # each solver states "Answer: 120", which the verifier rejects: it is asked for a correction, not judged
+        return fix_json(step, run.steps[step].agent, RIGHT)
+
+    analyzer, _ = scripted("causal-det", answers)
+    why = "the recorded calls after the step were answered deterministically"
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify,
                                 budget=Budget(max_candidates=1), deterministic=lambda step: why)
     a = result.annotation
-    assert (a.status, a.verified, a.step) == ("labelled", True, 4)
-    assert [r.intervention.kind for r in result.replays] == ["fix"]  # no control replayed
+    # the aggregator's fix flips; each solver's alone does not (the majority stays 120); their joint fix does
+    assert (a.status, a.verified, a.step, a.metadata["steps"]) == ("labelled", True, 1, [1, 2, 3])
+    assert {r.intervention.kind for r in result.replays} == {"fix"}  # no control replayed
     check = a.metadata["flip_check"]
     assert check["controls_replayed"] == [] and check["controls_proven_identical"] == 1
     assert check["proven_identical_because"] == why

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from rootstep.gateway import register_script
-from rootstep.benchmarks import mark_suspect, verify
+from rootstep.benchmarks import load_tasks, mark_suspect, verify
 from rootstep.annotation import Budget, ReplayOutcome, TaskContext, find_decisive_step, inject_fault, programmatic_perturbations
 from rootstep.annotation._attempt import Asked, ask_valid, rewrite_budget
 from rootstep.annotation._budget import Meter
@@ -687,3 +687,59 @@ def test_what_a_failed_replay_ended_with_keeps_its_lines():
     shown = json.loads(said.split("final answer: ", 1)[1].split("; verifier: ")[0])
     assert shown == final.replace("\n\n", "\n")  # every line, the loop's indentation too; blank lines dropped
     assert '"extracted": "7"' in said
+
+
+def test_a_step_stating_an_answer_the_verifier_rejects_is_not_judged_correct():
+    """AgentPrune on MATH-500 number_theory/634 (slice of 2026-11-28, seed 4): every agent wrote `Answer: 997`
+    (997^-1 mod 1000 is 333); the 1.5B's ranked answers named the task (step 0) twice, then it judged all nine
+    agent steps correct, and the search ended with nothing replayed. A step whose stated answer the verifier
+    rejects is asked for its correction instead; the replay of that correction flips the run."""
+    [task] = [t for t in load_tasks("math500") if t.task_id == "test/number_theory/634.json"]
+    agents = ["math_solver", "programmer", "analyst", "inspector"] * 2 + ["decision"]
+    run = run_of(task, [("user", "human", f"The task is:\n\n{task.prompt}\n")] + [(a, "agent", "Answer: 997") for a in agents])
+    assert run.success is False
+    fix = "997 = -3 (mod 1000) and -3 x 333 = -999 = 1 (mod 1000), so the inverse is 333.\nAnswer: 333"
+
+    def answers(prompt: str, n: int) -> str:
+        if "Examine step" in prompt:  # "is it correct?": the real 1.5B said yes to every step
+            return json.dumps({"fix_needed": False, "reason": "The step gives the answer 997, which is correct."})
+        if "Write a corrected version of step" in prompt:
+            step = int(prompt.split("Write a corrected version of step ", 1)[1].split(" ", 1)[0])
+            return json.dumps({"mistake_step": step, "mistake_agent": run.steps[step].agent,
+                               "reason": "997 is not the inverse of 997 modulo 1000.", "suggested_fix": fix})
+        return json.dumps({"mistake_step": 0, "mistake_agent": "user", "reason": "wrong", "suggested_fix": "x"})
+
+    chat, prompts = scripted("wrong-answer-steps", answers)
+    replay = replayer(run, task, lambda prefix, i: [(a, "agent", "Answer: 333" if "333" in i.new_content else "Answer: 997")
+                                                    for a in agents[i.step:]])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(), verify=verify)
+
+    a = result.annotation
+    assert (a.status, a.verified, a.agent, a.step) == ("labelled", True, "math_solver", 1)
+    assert not any("Examine step 1 " in p for p in prompts)  # never asked whether step 1 is correct
+    assert any("step 1 (math_solver) states the answer '997', which the verifier rejects" in n for n in a.evidence.notes)
+    assert [c.step for c in replay.calls if c.kind == "fix"] == [1]
+
+
+def test_a_step_with_no_stated_answer_may_still_be_judged_correct():
+    """The check reads only an answer the step states where the prompts ask for one: a plan or a delegation
+    states none, and the analyzer's "correct" stands for it (a coding task's steps are not verified at all)."""
+    [task] = [t for t in load_tasks("math500") if t.task_id == "test/number_theory/634.json"]
+    run = run_of(task, [("user", "human", task.prompt), ("planner", "agent", "Find x with 997 x = 1 (mod 1000)."),
+                        ("solver", "agent", "Answer: 997")])
+
+    def answers(prompt: str, n: int) -> str:
+        if "Examine step" in prompt:
+            return json.dumps({"fix_needed": False, "reason": "A correct plan."})
+        if "Write a corrected version of step 2" in prompt:
+            return json.dumps({"mistake_step": 2, "mistake_agent": "solver", "reason": "wrong inverse",
+                               "suggested_fix": "-3 x 333 = -999 = 1 (mod 1000).\nAnswer: 333"})
+        return json.dumps({"mistake_step": 0, "mistake_agent": "user", "reason": "wrong", "suggested_fix": "x"})
+
+    chat, prompts = scripted("planner-correct", answers)
+    replay = replayer(run, task, lambda prefix, i: [])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(), verify=verify)
+    a = result.annotation
+    assert (a.status, a.agent, a.step) == ("labelled", "solver", 2)
+    assert any("Examine step 1 " in p for p in prompts)  # the plan was asked about, and judged correct
+    assert "step 1 (planner): judged correct by the analyzer" in a.evidence.notes
