@@ -433,24 +433,39 @@ class _Search:
         diagnosis, why = ask_valid(
             self.analyzer,
             lambda prev, problem: render("analyzer.j2", **self.base, failed=failed, previous_answer=prev, problem=problem),
-            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, leak=self.leak, rewrite=True),
+            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, leak=self.fix_problem, rewrite=True),
             self.meter, self.asked, "analyzer.j2",
         )
         if isinstance(diagnosis, Diagnosis):
             return self.written(diagnosis, tested)
         return diagnosis, why
 
-    def wrong_answer(self, step: Step) -> str | None:
-        """The answer `step` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase)
-        when the task's verifier rejects it, or None (no such answer, a coding task, or no verifier). Such a step
-        is not correct whatever the analyzer says: on AgentPrune MATH-500 634 (slice of 2026-11-28) every agent
-        wrote `Answer: 997` (the answer is 333), the 1.5B judged all nine steps correct, and nothing was replayed."""
+    def fix_problem(self, step: Step, fix: str) -> str | None:
+        """Why `fix` cannot be the correction of `step`: it hands over the reference answer (`leak`), or it
+        states an answer the verifier rejects. The latter was a label: on AgentPrune MATH-500 255 (slice of
+        2026-11-28) the retaken first step stated 7 where the step had stated the right 4, and the replay
+        flipped anyway (the decision agent answered 4 in it): a correction does not state a wrong answer."""
+        leaked = self.leak(step, fix)
+        if leaked is not None:
+            return leaked
+        wrong = self.wrong_answer(fix)
+        if wrong is None:
+            return None
+        return (f"the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected step does not "
+                "state a wrong answer")
+
+    def wrong_answer(self, text: str) -> str | None:
+        """The answer `text` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase)
+        when the task's verifier rejects it, or None (no such answer, a coding task, or no verifier). A step that
+        states one is not correct whatever the analyzer says: on AgentPrune MATH-500 634 (slice of 2026-11-28)
+        every agent wrote `Answer: 997` (the answer is 333), the 1.5B judged all nine steps correct, and nothing
+        was replayed."""
         if self.task is None or self.verify is None or self.task.kind == "coding":
             return None
-        if not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(step.content)):
+        if not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(text)):
             return None
         try:
-            verdict = self.verify(self.task, step.content)
+            verdict = self.verify(self.task, text)
         except Exception:  # noqa: BLE001 - a verifier that cannot read the step decides nothing here
             return None
         if verdict.success:
@@ -459,7 +474,7 @@ class _Search:
         return None if extracted is None else str(extracted)
 
     def ask_at(self, step: Step, *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
-        wrong = None if require_fix else self.wrong_answer(step)
+        wrong = None if require_fix else self.wrong_answer(step.content)
         if wrong is not None:
             require_fix = True  # not "is it correct?": the verifier already answered that
             self.notes.append(f"step {step.index} ({step.agent}) states the answer {wrong!r}, which the verifier rejects: "
@@ -472,7 +487,7 @@ class _Search:
             lambda prev, problem: render("analyzer_at_step.j2", **self.base, failed=failed, step=shown,
                                          require_fix=require_fix, previous_answer=prev, problem=problem),
             lambda answer: validate_diagnosis(self.trajectory, answer, expect_step=step.index,
-                                              may_decline=not require_fix, tested=tested, leak=self.leak, rewrite=True),
+                                              may_decline=not require_fix, tested=tested, leak=self.fix_problem, rewrite=True),
             self.meter, self.asked, "analyzer_at_step.j2",
         )
         if diagnosis is not None and not diagnosis.declined:
@@ -499,7 +514,7 @@ class _Search:
         for how, write in tries:
             text, why = write()
             if text is not None:
-                why = check_fix(step, text, tested=tested, leak=self.leak)
+                why = check_fix(step, text, tested=tested, leak=self.fix_problem)
                 if why is None:
                     return diagnosis.model_copy(update={"fix": text, "written": how}), None
                 self.asked.append(Asked(prompt_name=f"{how}_step", answer=text, problem=why))

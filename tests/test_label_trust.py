@@ -743,3 +743,28 @@ def test_a_step_with_no_stated_answer_may_still_be_judged_correct():
     assert (a.status, a.agent, a.step) == ("labelled", "solver", 2)
     assert any("Examine step 1 " in p for p in prompts)  # the plan was asked about, and judged correct
     assert "step 1 (planner): judged correct by the analyzer" in a.evidence.notes
+
+
+def test_a_fix_that_states_a_wrong_answer_is_not_a_correction():
+    """AgentPrune on MATH-500 number_theory/255 (slice of 2026-11-28, seed 4): the math solver's first step was
+    right (0.274, last nonzero digit \\boxed{4}); the 1.5B's retake of it ended `\\boxed{7}`, the replay flipped
+    anyway (its decision agent answered 4 by chance) and math_solver@1 was labelled. A fix whose stated answer
+    the verifier rejects is refused, whatever its replay would do."""
+    [task] = [t for t in load_tasks("math500") if t.task_id == "test/number_theory/255.json"]
+    assert task.ground_truth == "4"
+    solver = "137/500 = 0.274, so the last nonzero digit is 4.\n\nTherefore the answer is \\(\\boxed{4}\\)."
+    run = run_of(task, [("user", "human", task.prompt), ("math_solver", "agent", solver), ("programmer", "agent", "Answer: 7"),
+                        ("decision", "agent", "Answer: 7")])
+    wrong_fix = ("```python\nprint(int(str(137 / 500).split('.')[1].rstrip('0')))\n```\n```output\n7\n```\n"
+                 "The last nonzero digit is \\(\\boxed{7}\\).")
+
+    def answers(prompt: str, n: int) -> str:
+        return json.dumps({"mistake_step": 1, "mistake_agent": "math_solver", "reason": "0.274 is not the decimal "
+                           "expansion of 137/500", "suggested_fix": wrong_fix, "fix_needed": True})
+
+    chat, prompts = scripted("wrong-fix", answers)
+    replay = replayer(run, task, lambda prefix, i: [("programmer", "agent", "Answer: 7"), ("decision", "agent", "Answer: 4")])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=1), verify=verify)
+    assert not any("boxed{7}" in c.new_content for c in replay.calls)  # never replayed
+    assert result.annotation.step != 1 or not result.annotation.verified
+    assert any("the fix states the answer '7', which the task's verifier rejects" in p for p in prompts[1:])
