@@ -325,6 +325,9 @@ def test_a_fix_that_hands_over_the_answer_at_the_first_agent_step_is_rejected(
             return _fix(first, "math_solver", f"Plan: the total is {right}.\nAnswer: {right}")  # hands it over
         if step is None:
             return _fix(int(re.findall(r"\[step (\d+)\] decision", prompt)[-1]), "decision", f"Weighed.\nAnswer: {right}")
+        if "Write a corrected version" in prompt:  # a step stating a wrong answer is asked for its correction
+            agent = re.search(rf"STEP UNDER EXAMINATION: step {step} by (\w+)", prompt).group(1)
+            return _fix(step, agent, f"I recomputed it.\nAnswer: {right}")
         return DECLINE
 
     name = _analyzer("causal-leak", analyzer)
@@ -337,7 +340,9 @@ def test_a_fix_that_hands_over_the_answer_at_the_first_agent_step_is_rejected(
                for r in wh.rows("SELECT intervention_content FROM replays"))
     [annotation] = wh.rows("SELECT * FROM annotations")
     assert json.loads(annotation["metadata"])["answer_leaks"] == 1
-    assert done.agent == "decision" and done.status == "labelled"
+    # the decision node's fix flips; the solvers that state the wrong answer are each corrected (alone they do
+    # not flip it: the others still carry the error) and their joint fix does: a multi-step label
+    assert done.status == "labelled" and done.verified
     [q] = wh.rows("SELECT answer_leaks FROM quality")
     assert q["answer_leaks"] == 1
 
