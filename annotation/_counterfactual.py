@@ -37,6 +37,7 @@ from rootstep.benchmarks import (
     gives_answer,
     is_suspect,
     printed_output,
+    program_output,
     right_answer_in,
     same_answer,
 )
@@ -455,14 +456,19 @@ class _Search:
                 "state a wrong answer")
 
     def wrong_answer(self, text: str) -> str | None:
-        """The answer `text` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase)
-        when the task's verifier rejects it, or None (no such answer, a coding task, or no verifier). A step that
+        """The answer `text` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase), or
+        what its program prints when it has one and a runner is given (the program, not the prose around it:
+        MetaGPT MATH-500 255's retake printed the right 4 beside a prose `Answer: 7`), when the task's verifier
+        rejects it; None for no such answer, a coding task, or no verifier. A step that
         states one is not correct whatever the analyzer says: on AgentPrune MATH-500 634 (slice of 2026-11-28)
         every agent wrote `Answer: 997` (the answer is 333), the 1.5B judged all nine steps correct, and nothing
         was replayed."""
         if self.task is None or self.verify is None or self.task.kind == "coding":
             return None
-        if not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(text)):
+        printed = program_output(text, self.run_program)
+        if printed is not None:  # what its program prints, not what its prose claims it prints (as `same_answer`)
+            text = f"Program output:\n{printed}"
+        elif not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(text)):
             return None
         try:
             verdict = self.verify(self.task, text)

@@ -768,3 +768,26 @@ def test_a_fix_that_states_a_wrong_answer_is_not_a_correction():
     assert not any("boxed{7}" in c.new_content for c in replay.calls)  # never replayed
     assert result.annotation.step != 1 or not result.annotation.verified
     assert any("the fix states the answer '7', which the task's verifier rejects" in p for p in prompts[1:])
+
+
+def test_a_fix_is_judged_by_what_its_program_prints_not_by_its_prose():
+    """MetaGPT on MATH-500 number_theory/255 (slice of 2026-11-28, seed 4): the retaken coder step printed the
+    right `Answer: 4` from its program and then claimed `Answer: 7` in prose; its replay flipped (the team ran
+    the program). The program's output is the fix's answer, as the same-answer guard reads it: not refused."""
+    [task] = [t for t in load_tasks("math500") if t.task_id == "test/number_theory/255.json"]
+    run = run_of(task, [("user", "human", task.prompt), ("coder", "agent", "```python\nprint(137 // 500 % 10)\n```\nAnswer: 0"),
+                        ("runner", "tool", "0")], final="```python\nprint(137 // 500 % 10)\n```\nAnswer: 0")
+    fix = ("```python\ndecimal_expansion = str(137 / 500)\nlast = decimal_expansion.split('.')[1][-1]\n"
+           "print(f\"Answer: {last}\")\n```\n\nAnswer: 7")
+
+    def run_program(code: str) -> str:  # what the sandbox printed for these two programs
+        return "Answer: 4\n" if "decimal_expansion" in code else "0\n"
+
+    chat, prompts = scripted("program-judged", lambda prompt, n: json.dumps(
+        {"mistake_step": 1, "mistake_agent": "coder", "reason": "137 // 500 is not the decimal expansion",
+         "suggested_fix": fix}))
+    replay = replayer(run, task, lambda prefix, i: [("runner", "tool", "Answer: 4" if "decimal_expansion" in i.new_content else "0")])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=1), verify=verify,
+                                run_program=run_program)
+    assert [c.new_content for c in replay.calls if c.kind == "fix"] == [fix]  # replayed, not refused
+    assert not any("which the task's verifier rejects" in p for p in prompts)
