@@ -128,7 +128,7 @@ def test_a_flaky_teams_flip_that_its_control_shows_too_is_no_label(prefect_harne
     assert "control replays (the step unchanged) flipped" in stored["reason"]
     kinds = [r["intervention_kind"] for r in wh.rows(
         "SELECT intervention_kind FROM replays WHERE run_id = ? ORDER BY created_at", [run.run_id])]
-    assert kinds == ["fix", "control"]  # stored with its replays
+    assert sorted(kinds) == ["control", "fix"]  # stored with its replays (the control ran beside the fix: either first)
     control = wh.rows("SELECT * FROM replays WHERE intervention_kind = 'control'")[0]
     assert control["success_after"] is True and control["live_calls"] > 0
     [q] = wh.rows("SELECT not_causal, counterfactual_labels FROM quality")
