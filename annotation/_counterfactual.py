@@ -293,6 +293,10 @@ def validate_diagnosis(
     return Diagnosis(step=step.index, agent=step.agent, reason=reason, fix=fix, tool_calls=tool_calls), None
 
 
+WRONG_ANSWER = "wrong_answer:"
+"""How a fix refused for stating an answer the verifier rejects is marked (not counted as an `answer_leak`)."""
+
+
 def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = None, *,
               tested: set[tuple[int, str]] | None = None,
               leak: Callable[[Step, str], str | None] | None = None) -> str | None:
@@ -306,7 +310,7 @@ def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = No
         return f"this exact fix of step {step.index} was already tested and the run still failed"
     leaked = leak(step, fix) if leak is not None and fix.strip() else None
     if leaked is not None:
-        return f"answer_leak: {leaked}"
+        return leaked if leaked.startswith(WRONG_ANSWER) else f"answer_leak: {leaked}"
     return None
 
 
@@ -452,8 +456,8 @@ class _Search:
         wrong = self.wrong_answer(fix)
         if wrong is None:
             return None
-        return (f"the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected step does not "
-                "state a wrong answer")
+        return (f"{WRONG_ANSWER} the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
+                "step does not state a wrong answer")
 
     def wrong_answer(self, text: str) -> str | None:
         """The answer `text` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase), or
