@@ -22,6 +22,7 @@ agent step from step 0, each re-simulated, no ranking and no "this step is fine"
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ from rootstep.benchmarks import (
     program_output,
     right_answer_in,
     same_answer,
+    verify_quietly,
 )
 from rootstep.prompts import render, render_steps
 from rootstep.tracers import match_agent
@@ -236,7 +238,7 @@ def validate_diagnosis(
     expect_step: int | None = None,
     may_decline: bool = False,
     tested: set[tuple[int, str]] | None = None,
-    leak: Callable[[Step, str], str | None] | None = None,
+    fix_problem: Callable[[Step, str], str | None] | None = None,
     rewrite: bool = False,
 ) -> tuple[Diagnosis | NoAgentError | None, str | None]:
     """Parse and check an analyzer answer; `(Diagnosis, None)` or `(None, the problem to state)`.
@@ -246,9 +248,9 @@ def validate_diagnosis(
     (with `may_decline`) `fix_needed: false` is a valid decline;
     the step is an integer, is `expect_step` when given, exists and is an agent step; the agent is the
     one who took it (case and punctuation ignored); the fix is non-empty, differs from the step as
-    recorded (an unchanged step would replay the same failure) and was not tested already; with `leak`
-    (`answer_leak` over the task), the fix does not hand over the reference answer at a step that gave
-    none (the problem then starts with `answer_leak:`). With `rewrite`, a fix that describes the change
+    recorded (an unchanged step would replay the same failure) and was not tested already; with
+    `fix_problem` (the search's checks against the task: `_Search.fix_problem`), whatever problem it names
+    (an `answer_leak:`, a `wrong_answer:`). With `rewrite`, a fix that describes the change
     (`described_change`) is not a problem: the diagnosis comes back with it as `instruction` and no `fix`,
     for the caller to have the step rewritten (`rewrite_step`) and checked (`check_fix`).
     """
@@ -287,19 +289,15 @@ def validate_diagnosis(
     reason = str(data.get("reason") or "")
     if rewrite and fix.strip() and tool_calls is None and described_change(fix, step.agent) is not None:
         return Diagnosis(step=step.index, agent=step.agent, reason=reason, instruction=fix), None
-    problem = check_fix(step, fix, tool_calls, tested=tested, leak=leak)
+    problem = check_fix(step, fix, tool_calls, tested=tested, fix_problem=fix_problem)
     if problem is not None:
         return None, problem
     return Diagnosis(step=step.index, agent=step.agent, reason=reason, fix=fix, tool_calls=tool_calls), None
 
 
-WRONG_ANSWER = "wrong_answer:"
-"""How a fix refused for stating an answer the verifier rejects is marked (not counted as an `answer_leak`)."""
-
-
 def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = None, *,
               tested: set[tuple[int, str]] | None = None,
-              leak: Callable[[Step, str], str | None] | None = None) -> str | None:
+              fix_problem: Callable[[Step, str], str | None] | None = None) -> str | None:
     """Why `fix` cannot replace `step` (see `validate_diagnosis`), or None."""
     not_itself = not_the_step_itself(fix, step.agent, "suggested_fix") if fix.strip() else None
     if not_itself is not None:
@@ -308,10 +306,7 @@ def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = No
         return f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
     if tested and (step.index, " ".join(fix.split())) in tested and tool_calls is None:
         return f"this exact fix of step {step.index} was already tested and the run still failed"
-    leaked = leak(step, fix) if leak is not None and fix.strip() else None
-    if leaked is not None:
-        return leaked if leaked.startswith(WRONG_ANSWER) else f"answer_leak: {leaked}"
-    return None
+    return fix_problem(step, fix) if fix_problem is not None and fix.strip() else None
 
 
 class _Search:
@@ -331,7 +326,9 @@ class _Search:
         self.verdict = verdict
         self.task = context.task
         self.verify = verify
-        self.run_program = run_program
+        self.run_program = None if run_program is None else functools.lru_cache(maxsize=256)(run_program)
+        """`run_program`, each program run once per search: a fix's program is read by the leak, wrong-answer,
+        gives-answer and same-answer checks, each of which ran it in a sandbox."""
         self.no_agent_error: NoAgentError | None = None
         self.success_before = None if verdict is None else verdict.success
         self.analyzer = analyzer
@@ -438,7 +435,7 @@ class _Search:
         diagnosis, why = ask_valid(
             self.analyzer,
             lambda prev, problem: render("analyzer.j2", **self.base, failed=failed, previous_answer=prev, problem=problem),
-            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, leak=self.fix_problem, rewrite=True),
+            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, fix_problem=self.fix_problem, rewrite=True),
             self.meter, self.asked, "analyzer.j2",
         )
         if isinstance(diagnosis, Diagnosis):
@@ -452,11 +449,11 @@ class _Search:
         flipped anyway (the decision agent answered 4 in it): a correction does not state a wrong answer."""
         leaked = self.leak(step, fix)
         if leaked is not None:
-            return leaked
+            return f"answer_leak: {leaked}"
         wrong = self.wrong_answer(fix)
         if wrong is None:
             return None
-        return (f"{WRONG_ANSWER} the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
+        return (f"wrong_answer: the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
                 "step does not state a wrong answer")
 
     def wrong_answer(self, text: str) -> str | None:
@@ -474,11 +471,8 @@ class _Search:
             text = f"Program output:\n{printed}"
         elif not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(text)):
             return None
-        try:
-            verdict = self.verify(self.task, text)
-        except Exception:  # noqa: BLE001 - a verifier that cannot read the step decides nothing here
-            return None
-        if verdict.success:
+        verdict = verify_quietly(self.verify, self.task, text)
+        if verdict is None or verdict.success:
             return None
         extracted = verdict.details.get("extracted")
         return None if extracted is None else str(extracted)
@@ -497,7 +491,7 @@ class _Search:
             lambda prev, problem: render("analyzer_at_step.j2", **self.base, failed=failed, step=shown,
                                          require_fix=require_fix, previous_answer=prev, problem=problem),
             lambda answer: validate_diagnosis(self.trajectory, answer, expect_step=step.index,
-                                              may_decline=not require_fix, tested=tested, leak=self.fix_problem, rewrite=True),
+                                              may_decline=not require_fix, tested=tested, fix_problem=self.fix_problem, rewrite=True),
             self.meter, self.asked, "analyzer_at_step.j2",
         )
         if diagnosis is not None and not diagnosis.declined:
@@ -524,7 +518,7 @@ class _Search:
         for how, write in tries:
             text, why = write()
             if text is not None:
-                why = check_fix(step, text, tested=tested, leak=self.fix_problem)
+                why = check_fix(step, text, tested=tested, fix_problem=self.fix_problem)
                 if why is None:
                     return diagnosis.model_copy(update={"fix": text, "written": how}), None
                 self.asked.append(Asked(prompt_name=f"{how}_step", answer=text, problem=why))

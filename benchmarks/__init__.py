@@ -61,6 +61,7 @@ from ._suspect import (
     right_answer_in,
     same_answer,
     suspect_reason,
+    verify_quietly,
 )
 
 __all__ = [
@@ -118,6 +119,7 @@ __all__ = [
     "suspect_reason",
     "task_search",
     "validate_file",
+    "verify_quietly",
     "verifier",
     "verifier_info",
     "verify",

@@ -69,7 +69,8 @@ def code_key(text: str, entry_point: str | None) -> str | None:
     return ast.dump(tree)
 
 
-def _verify_quietly(verify: Verify, task: Task, text: str) -> Verdict | None:
+def verify_quietly(verify: Verify, task: Task, text: str) -> Verdict | None:
+    """`verify(task, text)`, or None when the verifier cannot read `text` (it raised)."""
     try:
         return verify(task, text)
     except Exception:  # noqa: BLE001 - a check that cannot run says nothing about the verdict
@@ -117,7 +118,7 @@ def suspect_reason(task: Task, final_answer: str | None, steps: Sequence[Step], 
         if last_agent is not None:
             mine = code_key(last_agent.content, entry_point)
             if mine is not None and mine != code_key(final_answer or "", entry_point):
-                passed = _verify_quietly(verify, task, last_agent.content)
+                passed = verify_quietly(verify, task, last_agent.content)
                 if passed is not None and passed.success:
                     final_has = code_key(final_answer or "", entry_point) is not None
                     return (f"step {last_agent.index} ({last_agent.agent}) holds a program that passes the tests, "
@@ -147,7 +148,7 @@ def right_answer_in(task: Task, text: str, verify: Verify, *, skip: str | None =
     if _is_code(task):
         if code_key(text, task.metadata.get("entry_point")) is None:
             return None
-        judged = _verify_quietly(verify, task, text)
+        judged = verify_quietly(verify, task, text)
         return "a program that passes the tests" if judged is not None and judged.success else None
     spans: list[tuple[str, str]] = list(answer_spans(text))
     if last_number:
@@ -155,7 +156,7 @@ def right_answer_in(task: Task, text: str, verify: Verify, *, skip: str | None =
     for span, method in spans:
         if span == skip:
             continue
-        judged = _verify_quietly(verify, task, span)
+        judged = verify_quietly(verify, task, span)
         if judged is not None and judged.success:
             return f"{method}: {span!r}"
     return None
@@ -193,7 +194,7 @@ def same_answer(task: Task, original: str, fix: str, verify: Verify,
     if own is not None:
         candidates.append(own.splitlines()[-1].strip())
     for candidate in dict.fromkeys(candidates):
-        judged = _verify_quietly(verify, task.model_copy(update={"ground_truth": candidate}), fix_answer)
+        judged = verify_quietly(verify, task.model_copy(update={"ground_truth": candidate}), fix_answer)
         if judged is not None and judged.success:
             return f"{stated}, which the step already gave as {candidate!r} (only its presentation changed)"
     return None
