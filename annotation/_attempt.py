@@ -8,12 +8,16 @@ or a simulation).
 
 from __future__ import annotations
 
+import ast
 import difflib
+import io
 import json
 import re
+import textwrap
 import time
+import tokenize
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -241,6 +245,70 @@ def same_text(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
 
+_FENCED = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_PYTHON_FENCES = {"", "python", "py", "python3", "py3"}
+
+
+class WorkForm(NamedTuple):
+    """What a step's text does, read for a no-op change (`same_work`): its prose (whitespace normalised), each
+    Python program in it as `ast.unparse` gives it back (comments and layout gone) and the comments apart."""
+    prose: str
+    code: tuple[str, ...]
+    comments: frozenset[str]
+
+
+def _program(code: str) -> tuple[str, frozenset[str]] | None:
+    source = textwrap.dedent(code)
+    try:
+        canonical = ast.unparse(ast.parse(source))
+        comments = frozenset(" ".join(t.string.lstrip("#").split())
+                             for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT)
+    except (SyntaxError, ValueError, tokenize.TokenError, RecursionError):
+        return None
+    return canonical, comments
+
+
+def work_form(text: str) -> WorkForm:
+    """`text` as a `WorkForm`: its fenced Python blocks (or the whole text, unfenced, when it parses) as programs,
+    the rest as prose. A block that does not parse stays prose."""
+    blocks = list(_FENCED.finditer(text))
+    if not blocks:
+        program = _program(text) if text.strip() else None
+        if program is None:
+            return WorkForm(" ".join(text.split()), (), frozenset())
+        return WorkForm("", (program[0],), program[1])
+    prose, code, comments, end = [], [], set(), 0
+    for m in blocks:
+        prose.append(text[end:m.start()])
+        end = m.end()
+        program = _program(m.group(2)) if m.group(1).lower() in _PYTHON_FENCES else None
+        if program is None:
+            prose.append(m.group(0))
+        else:
+            code.append(program[0])
+            comments |= program[1]
+    prose.append(text[end:])
+    return WorkForm(" ".join(" ".join(prose).split()), tuple(code), frozenset(comments))
+
+
+def same_work(new: str, old: str) -> bool:
+    """Whether `new` does what `old` does: the same prose and the same programs once comments, layout and code
+    fences are set aside, and no comment that `old` lacks. Such a change replays the run with nothing changed
+    for the team to act on: on the main job of 2026-11-28 the perturber's corruption of MBPP 66 was the coder's
+    code without its fence (replayed twice, one-step and persistent, both still passing), and the analyzer's
+    third fix of MBPP 310 was the step's `tuple(s)` without its comment."""
+    if same_text(new, old):
+        return True
+    a, b = work_form(new), work_form(old)
+    return a.prose == b.prose and a.code == b.code and a.comments <= b.comments
+
+
+def work_key(text: str) -> str:
+    """A key equal for texts that do the same work (`work_form`): what an already-tried set is keyed by."""
+    form = work_form(text)
+    return json.dumps([form.prose, list(form.code), sorted(form.comments)])
+
+
 _PLACEHOLDER = re.compile(r"\s*<[^<>\n]{2,200}>\s*")
 _NO_CHANGE = re.compile(r"^\W*no (?:changes?|corrections?|fix(?:es)?)(?: (?:is|are))? (?:needed|necessary|required)\b",
                         re.IGNORECASE)
@@ -331,7 +399,7 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
         text = answer.strip()
         if not text:
             return None, "the answer is empty"
-        if same_text(text, step.content):
+        if same_work(text, step.content):
             return None, "that is the answer already given; take the step in another way"
         return text, None
 
@@ -370,8 +438,8 @@ def rewrite_step(chat: ChatLike, step: Step, instruction: str, reason: str, ques
         if not text:
             return None, "the answer is empty; reply with the corrected message"
         problem = not_the_step_itself(text, step.agent, "the answer")
-        if problem is None and same_text(text, step.content):
-            problem = "the answer is the message unchanged; make the correction"
+        if problem is None and same_work(text, step.content):
+            problem = "the answer is the message unchanged (comments and layout aside); make the correction"
         return (None, problem) if problem else (text, None)
 
     with plain_text(chat), room(chat, step_room(step)):

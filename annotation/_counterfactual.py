@@ -68,6 +68,8 @@ from ._attempt import (
     retake_step,
     rewrite_step,
     same_text,
+    same_work,
+    work_key,
     try_intervention,
     verdict_feedback,
     with_transcript,
@@ -302,9 +304,10 @@ def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = No
     not_itself = not_the_step_itself(fix, step.agent, "suggested_fix") if fix.strip() else None
     if not_itself is not None:
         return not_itself
-    if same_text(fix, step.content) and tool_calls is None:
-        return f"suggested_fix is identical to what step {step.index} already says; a correction must change it"
-    if tested and (step.index, " ".join(fix.split())) in tested and tool_calls is None:
+    if same_work(fix, step.content) and tool_calls is None:
+        return (f"suggested_fix is what step {step.index} already says (the same code and text, comments and layout "
+                "aside); a correction must change what the step does")
+    if tested and (step.index, work_key(fix)) in tested and tool_calls is None:
         return f"this exact fix of step {step.index} was already tested and the run still failed"
     return fix_problem(step, fix) if fix_problem is not None and fix.strip() else None
 
@@ -425,7 +428,7 @@ class _Search:
         return None
 
     def tested(self) -> set[tuple[int, str]]:
-        return {(a.diagnosis.step, " ".join(a.diagnosis.fix.split())) for a in self.decided()}
+        return {(a.diagnosis.step, work_key(a.diagnosis.fix)) for a in self.decided()}
 
     def tried_steps(self) -> set[int]:
         return {a.diagnosis.step for a in self.decided()} | {d.step for d in self.declined}

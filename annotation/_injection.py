@@ -40,7 +40,7 @@ from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step,
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
-    json_object, model_name, not_the_step_itself, same_text, try_intervention, unfounded_description,
+    json_object, model_name, not_the_step_itself, same_work, try_intervention, unfounded_description, work_key,
     with_transcript,
 )
 from ._budget import Budget, Meter, SearchStats
@@ -143,9 +143,10 @@ def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, s
     not_itself = not_the_step_itself(content, step.agent, "corrupted_content") if content.strip() else None
     if not_itself is not None:
         return None, not_itself
-    if same_text(content, step.content) and tool_calls is None:
-        return None, f"corrupted_content is identical to step {step.index}; the corruption must change it"
-    if (step.index, " ".join(content.split())) in tried:
+    if same_work(content, step.content) and tool_calls is None:
+        return None, (f"corrupted_content is what step {step.index} already says (the same code and text, comments, "
+                      "layout and code fences aside); the corruption must change what the step does")
+    if (step.index, work_key(content)) in tried:
         return None, f"this exact corruption of step {step.index} was already tried and the run still succeeded"
     why = planted(step, content) if planted is not None and content.strip() else None
     if why is not None:
@@ -331,7 +332,7 @@ class _Injection:
                      "agents": trajectory.agents}
 
     def tried(self) -> set[tuple[int, str]]:
-        return {(a.corruption.step, " ".join(a.corruption.content.split())) for a in self.attempts}
+        return {(a.corruption.step, work_key(a.corruption.content)) for a in self.attempts}
 
     def planted(self, step: Step, content: str) -> str | None:
         """`planted_answer` over the task (None without a task and verifier)."""

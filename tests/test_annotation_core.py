@@ -281,7 +281,7 @@ def test_unresolvable_failure_is_stored_unresolved_with_its_attempts():
         (diag(11, agent="Checker"), "step 11 does not exist: the run has steps 0..6"),
         (diag(3, agent="Planner"), "step 3 was taken by Checker, not by 'Planner'"),
         (diag(2, agent="calculator"), "step 2 is a tool step (by calculator), not an agent step"),
-        (diag(3, fix="I apply -4 to the running value:   value = 110"), "identical to what step 3 already says"),
+        (diag(3, fix="I apply -4 to the running value:   value = 110"), "is what step 3 already says"),
         (json.dumps({"mistake_step": 3, "mistake_agent": "Checker"}), "no 'suggested_fix' key"),
         (diag("three", agent="Checker", fix="value = 1"), "mistake_step must be an integer"),
     ],
