@@ -687,7 +687,6 @@ def check_flip(
         row, _result, verdict = try_intervention(trajectory, intervention, replay, meter, purpose, success_before)
         repeat_rows.append(row)
         outcomes.append(flipped(row, verdict))
-    step = trajectory.steps[intervention.step]
     wanted = max(controls, 0) * max(repeats, 1)
     control_rows: list[Replay] = []
     control_outcomes: list[bool | None] = []

@@ -209,4 +209,4 @@ def user_benchmarks(registry: Path | None = None) -> list[tuple[BenchmarkInfo, L
 
 
 def user_benchmark(name: str) -> tuple[BenchmarkInfo, Loader] | None:
-    return next(((i, l) for i, l in user_benchmarks() if i.name == name), None)
+    return next(((info, load) for info, load in user_benchmarks() if info.name == name), None)

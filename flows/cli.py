@@ -14,13 +14,13 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
-console = Console()
-
 from rootstep.annotation import Budget
 from rootstep.gateway import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
 from rootstep.options import WarehouseOption, fail, option_group
 
 from ._session import Limits
+
+console = Console()
 
 WarehouseOpt = WarehouseOption
 FrameworkOpt = typer.Option(None, "--framework", "-f", help="Framework adapter; repeat for several (default ag2, smolagents).")

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from rootstep.gateway import DEFAULT_MODEL
-from rootstep.options import ExitCode, WarehouseOption, console, err_console, fail, open_warehouse
+from rootstep.options import WarehouseOption, console, err_console, fail, open_warehouse
 from rootstep.warehouse import RootstepError
 
 app = typer.Typer(
@@ -75,7 +74,7 @@ def import_whowhen_cmd(
         f"imported {report.runs_written} runs and {report.labels_written} labels "
         f"({report.runs_skipped} runs and {report.labels_skipped} labels were already in {wh.location})"
     )
-    for path, error in report.invalid:
+    for _path, error in report.invalid:
         err_console.print(f"[yellow]skipped[/] {error}", highlight=False, soft_wrap=True)
     if report.invalid:
         err_console.print(f"[yellow]{len(report.invalid)} invalid file(s) skipped[/]")
@@ -269,27 +268,28 @@ def vacuum_cmd(warehouse: Optional[str] = WarehouseOption) -> None:
 
 
 # ---------------------------------------------------------------------------------- stage sub-apps
-from rootstep.tracers.cli import attribute_cmd, evaluate_cmd, export_training_cmd, tracer_app  # noqa: E402
+def _mount_stage_commands() -> None:
+    """Mount each stage's commands on `app` (after the commands above, whose sub-apps some of them extend)."""
+    from rootstep.adapters.cli import app as frameworks_app
+    from rootstep.benchmarks.cli import app as benchmark_app
+    from rootstep.flows.cli import register as register_flow_commands
+    from rootstep.gateway.cli import app as gateway_app
+    from rootstep.sandboxes.cli import app as sandbox_app
+    from rootstep.tracers.cli import attribute_cmd, evaluate_cmd, export_training_cmd, tracer_app
+    from rootstep.ui.cli import app as ui_app
+    from rootstep.warehouse.traces.cli import register as register_trace_commands
 
-app.command("evaluate")(evaluate_cmd)
-app.command("attribute")(attribute_cmd)
-app.add_typer(tracer_app, name="tracer")
-export_app.command("training")(export_training_cmd)
-from rootstep.warehouse.traces.cli import register as register_trace_commands  # noqa: E402
-register_trace_commands(import_app, export_app)
+    app.command("evaluate")(evaluate_cmd)
+    app.command("attribute")(attribute_cmd)
+    app.add_typer(tracer_app, name="tracer")
+    export_app.command("training")(export_training_cmd)
+    register_trace_commands(import_app, export_app)
+    app.add_typer(gateway_app, name="gateway")
+    app.add_typer(sandbox_app, name="sandbox")
+    app.add_typer(benchmark_app, name="benchmark")
+    app.add_typer(frameworks_app, name="frameworks")
+    register_flow_commands(app)
+    app.add_typer(ui_app, name="ui")
 
-# Each stage registers its own sub-app here, e.g.:
-#   from rootstep.sandboxes.cli import app as sandbox_app
-#   app.add_typer(sandbox_app, name="sandbox")
-from rootstep.gateway.cli import app as gateway_app
-app.add_typer(gateway_app, name="gateway")
-from rootstep.sandboxes.cli import app as sandbox_app
-app.add_typer(sandbox_app, name="sandbox")
-from rootstep.benchmarks.cli import app as benchmark_app
-app.add_typer(benchmark_app, name="benchmark")
-from rootstep.adapters.cli import app as frameworks_app
-app.add_typer(frameworks_app, name="frameworks")
-from rootstep.flows.cli import register as register_flow_commands
-register_flow_commands(app)
-from rootstep.ui.cli import app as ui_app
-app.add_typer(ui_app, name="ui")
+
+_mount_stage_commands()

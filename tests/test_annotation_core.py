@@ -119,7 +119,7 @@ class Ledger:
 def correct_value(i: int) -> int:
     """The value step i should hold when every step before it is right."""
     value = START
-    for agent, kind, op in PLAN[: i + 1]:
+    for _agent, kind, op in PLAN[: i + 1]:
         if kind == "agent":
             value = apply(op, value)
     return value
@@ -172,7 +172,7 @@ def test_error_at_step_3_is_fixed_and_labelled_verified():
     assert a.run_id == run.id and a.annotator == "scripted/cf-step3"
     assert a.evidence.fix == f"I recompute carefully: value = {correct_value(3)}"
     # the analyzer saw the ground truth and Omega's feedback, and was told not to leak the solution in the fix
-    assert f"CORRECT ANSWER" in analyzer.prompts[0] and str(truth()) in analyzer.prompts[0]
+    assert "CORRECT ANSWER" in analyzer.prompts[0] and str(truth()) in analyzer.prompts[0]
     assert '"got": ' in analyzer.prompts[0] and "do not solve the rest of the task" in analyzer.prompts[0]
     # earlier agent steps 0 and 1 were examined (tool step 2 never), judged correct: no replay spent
     assert [at_step(p) for p in analyzer.prompts[1:]] == [0, 1]

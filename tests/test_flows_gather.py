@@ -7,7 +7,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from prefect import flow, task
 
 from rootstep.flows._unit import gather

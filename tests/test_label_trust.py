@@ -788,7 +788,7 @@ def test_a_fix_is_judged_by_what_its_program_prints_not_by_its_prose():
         {"mistake_step": 1, "mistake_agent": "coder", "reason": "137 // 500 is not the decimal expansion",
          "suggested_fix": fix}))
     replay = replayer(run, task, lambda prefix, i: [("runner", "tool", "Answer: 4" if "decimal_expansion" in i.new_content else "0")])
-    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=1), verify=verify,
-                                run_program=run_program)
+    find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=1), verify=verify,
+                       run_program=run_program)
     assert [c.new_content for c in replay.calls if c.kind == "fix"] == [fix]  # replayed, not refused
     assert not any("which the task's verifier rejects" in p for p in prompts)

@@ -124,7 +124,7 @@ def test_annotate_labels_the_solver(prefect_harness, example, tmp_path):
         # the step numbers come from the prompt's own transcript: find the solver's step
         prompt = "\n".join(str(m.get("content") or "") for m in messages)
         step = next(s.index for s in Warehouse(wh).trajectory(run.run_id).steps if s.agent == "solver")
-        assert f"16 - 7 = 8" in prompt
+        assert "16 - 7 = 8" in prompt
         examined = re.search(r"STEP UNDER EXAMINATION: step (\d+) by", prompt)
         if examined and int(examined.group(1)) != step:  # the earlier-steps scan: the routing steps are right
             return json.dumps({"fix_needed": False, "reason": "it only routes the task to the solver"})

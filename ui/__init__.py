@@ -36,4 +36,8 @@ if TYPE_CHECKING:
     from ._serve import serve
     from ._sql import QueryRefused, QueryResult, run_query, sandbox_connection
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "Alignment", "QueryRefused", "QueryResult", "Row", "UISettings", "align", "create_app", "parse_upload",
+    "run_query", "sandbox_connection", "serve",
+]
+assert sorted(__all__) == sorted(_EXPORTS), "ui: __all__ and the lazy exports disagree"
