@@ -23,6 +23,7 @@ agent step from step 0, each re-simulated, no ranking and no "this step is fine"
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ from rootstep.benchmarks import (
     Verify,
     answer_leak,
     answer_spans,
+    extract_code,
     gives_answer,
     is_suspect,
     printed_output,
@@ -332,6 +334,9 @@ class _Search:
         self.run_program = None if run_program is None else functools.lru_cache(maxsize=256)(run_program)
         """`run_program`, each program run once per search: a fix's program is read by the leak, wrong-answer,
         gives-answer and same-answer checks, each of which ran it in a sandbox."""
+        self.verify_text = functools.lru_cache(maxsize=256)(
+            lambda text: None if self.task is None or self.verify is None else verify_quietly(self.verify, self.task, text))
+        """The task's verifier on a text, once per text per search (a coding task's runs its tests in a sandbox)."""
         self.no_agent_error: NoAgentError | None = None
         self.success_before = None if verdict is None else verdict.success
         self.analyzer = analyzer
@@ -454,10 +459,14 @@ class _Search:
         if leaked is not None:
             return f"answer_leak: {leaked}"
         wrong = self.wrong_answer(fix)
-        if wrong is None:
-            return None
-        return (f"wrong_answer: the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
-                "step does not state a wrong answer")
+        if wrong is not None:
+            return (f"wrong_answer: the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
+                    "step does not state a wrong answer")
+        failing = self.failing_code(fix)
+        if failing is not None:
+            return (f"wrong_code: the fix's code fails the task's tests ({failing}): a corrected step's code "
+                    "passes them")
+        return None
 
     def wrong_answer(self, text: str) -> str | None:
         """The answer `text` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase), or
@@ -474,17 +483,49 @@ class _Search:
             text = f"Program output:\n{printed}"
         elif not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(text)):
             return None
-        verdict = verify_quietly(self.verify, self.task, text)
+        verdict = self.verify_text(text)
         if verdict is None or verdict.success:
             return None
         extracted = verdict.details.get("extracted")
         return None if extracted is None else str(extracted)
+
+    def failing_code(self, text: str) -> str | None:
+        """What the task's tests report of the code in `text` (its first failure, shortened) when that code defines
+        the task's function (`entry_point`) and fails them; None for a task that is not coding, no verifier, code
+        that defines something else (a helper, a test script), or a verdict the checks call suspect. The coding
+        task's counterpart of `wrong_answer`: code that fails the tests is not a correct step and not a correction.
+        On the 2026-11-28 slice (seed 4) AG2 HumanEval+ 144 spent 23 minutes replaying seven fixes that each kept
+        the failing `% 1 == 0` check, and its 1.5B judged three steps holding that code correct."""
+        if self.task is None or self.verify is None or self.task.kind != "coding":
+            return None
+        entry = self.task.metadata.get("entry_point")
+        if not entry:
+            return None
+        code, _how = extract_code(text, entry)
+        if not re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(str(entry))}\s*\(", code, re.M):
+            return None
+        verdict = self.verify_text(text)
+        if verdict is None or verdict.success or is_suspect(verdict):
+            return None
+        failures = verdict.details.get("failures") or []
+        first = failures[0] if failures and isinstance(failures[0], dict) else None
+        if first is None:
+            said = verdict.details.get("error") or verdict.details.get("stderr") or f"score {verdict.score:g}"
+        else:
+            said = ", ".join(f"{k}: {v}" for k, v in first.items() if k in ("assert", "input", "expected", "got", "error"))
+        said = " ".join(str(said).split())
+        return said if len(said) <= 300 else said[:300] + " ..."
 
     def ask_at(self, step: Step, *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
         wrong = None if require_fix else self.wrong_answer(step.content)
         if wrong is not None:
             require_fix = True  # not "is it correct?": the verifier already answered that
             self.notes.append(f"step {step.index} ({step.agent}) states the answer {wrong!r}, which the verifier rejects: "
+                              "asked for its correction, not whether it is correct")
+        failing = None if require_fix else self.failing_code(step.content)
+        if failing is not None:
+            require_fix = True
+            self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests ({failing}): "
                               "asked for its correction, not whether it is correct")
         failed, tested = self.failed(), self.tested()
         shown = next(s for s in self.base["steps"] if s["index"] == step.index)

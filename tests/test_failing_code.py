@@ -1,0 +1,121 @@
+"""On a coding task, code that fails the task's tests is neither a correct step nor a correction
+(`_Search.failing_code`, the counterpart of `wrong_answer` for math): a step holding such code is asked for
+its correction, not whether it is correct, and a fix whose code fails is refused and re-asked with the first
+failing test before any replay.
+
+The task is MBPP 310 from the shared data, verified by the real `code_tests` verifier in the local sandbox
+(a subprocess: the code is this test's own). The coder's `tuple(s)` and the 1.5B's fixes `tuple(list(s))` and
+`tuple(s)` are from the main job of 2026-11-28 (the search replayed both and stayed unresolved)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step
+from rootstep.benchmarks import load_tasks, verify
+from rootstep.gateway import register_script
+from rootstep.sandboxes import get_sandbox
+from rootstep.tracers._llm import Chat
+from rootstep.warehouse import Intervention, Recording, Step, Task, Trajectory, Usage, Verdict
+
+CODER = "```python\ndef string_to_tuple(s):\n    # Convert the string to a tuple of characters\n    return tuple(s)\n```"
+FIX_LIST = "```python\ndef string_to_tuple(s):\n    return tuple(list(s))\n```"  # the 1.5B's second fix
+FIX_RIGHT = "```python\ndef string_to_tuple(s):\n    return tuple(s.replace(' ', ''))\n```"
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return next(t for t in load_tasks("mbpp") if t.task_id == "310")
+
+
+@pytest.fixture(scope="module")
+def check(task: Task):
+    sandbox = get_sandbox("local", allow_local=True)
+    return lambda t, answer: verify(t, answer, sandbox=sandbox)
+
+
+def run_of(task: Task, check, coder: str, critic: str = "TERMINATE") -> Trajectory:
+    steps = [Step(index=0, agent="executor", kind="human", content=task.prompt),
+             Step(index=1, agent="coder", kind="agent", content=coder, call_ids=["c1"]),
+             Step(index=2, agent="executor", kind="tool", content="exitcode: 0 (execution succeeded)\nCode output: "),
+             Step(index=3, agent="critic", kind="agent", content=critic, call_ids=["c3"])]
+    verdict = check(task, coder)
+    return Trajectory(framework="sim", benchmark="mbpp", task_id="310", question=task.prompt, steps=steps,
+                      final_answer=coder, verdict=verdict, recording=Recording(gateway_run_id="r", task=task))
+
+
+def analyzer(name: str, answers: list[str]) -> tuple[Chat, list[str]]:
+    prompts: list[str] = []
+
+    def fn(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        prompts.append(messages[-1]["content"])
+        return answers[min(len(prompts) - 1, len(answers) - 1)]
+
+    register_script(name, fn)
+    return Chat(f"scripted/{name}"), prompts
+
+
+def diag(step: int, agent: str, fix: str) -> str:
+    return json.dumps({"mistake_step": step, "mistake_agent": agent, "reason": "the space is kept", "suggested_fix": fix})
+
+
+def test_a_fix_whose_code_fails_the_tests_is_refused_before_its_replay(task, check):
+    run = run_of(task, check, CODER)
+    assert run.verdict is not None and not run.verdict.success
+    replays: list[Intervention] = []
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replays.append(i)
+        result = run_of(task, check, i.new_content if i.step == 1 else CODER)
+        assert result.verdict is not None
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=2))
+
+    chat, prompts = analyzer("failing-fix", [diag(1, "coder", FIX_LIST), diag(1, "coder", FIX_RIGHT)])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(), verify=check)
+
+    assert result.verified and result.step == 1
+    assert [i.new_content for i in replays if i.kind == "fix"] == [FIX_RIGHT]  # tuple(list(s)) never replayed
+    refused = prompts[1]
+    assert "wrong_code: the fix's code fails the task's tests" in refused
+    assert "('p', 'y', 't', 'h', 'o', 'n', ' ', '3', '.', '0')" in refused  # what the fix's function returned
+
+
+def test_a_step_whose_code_fails_is_asked_for_its_correction_not_cleared(task, check):
+    """The critic restates the coder's failing code as the team's answer; the ranked fix corrects the critic's
+    step and flips the run. The coder's earlier step holds the same failing code: judged correct by the
+    analyzer, it would leave the label on the critic; it cannot be cleared, and its correction is the label."""
+    critic = "The code is correct:\n" + CODER
+    run = run_of(task, check, CODER, critic=critic).model_copy(update={"final_answer": critic})
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        final = i.new_content  # the critic restates whatever code it was given
+        result = run_of(task, check, i.new_content if i.step == 1 else CODER, critic=final)
+        result = result.model_copy(update={"final_answer": final, "verdict": check(task, final)})
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
+
+    decline = json.dumps({"fix_needed": False, "reason": "the code is correct"})
+    chat, prompts = analyzer("failing-step", [diag(3, "critic", FIX_RIGHT), decline, diag(1, "coder", FIX_RIGHT)])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(), verify=check)
+
+    assert result.verified and result.step == 1 and result.agent == "coder"
+    assert any("step 1 (coder) has code that fails the task's tests" in n for n in result.annotation.evidence.notes)
+
+
+def test_code_that_defines_something_else_is_not_judged(task, check):
+    """A helper or a test script is not the task's function: the tests say nothing about it."""
+    run = run_of(task, check, CODER)
+    helper = "```python\ndef strip_spaces(s):\n    return s.replace(' ', '')\n```"
+    replays: list[Intervention] = []
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replays.append(i)
+        result = run_of(task, check, CODER)
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
+
+    chat, prompts = analyzer("helper-fix", [diag(1, "coder", helper)])
+    find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=1, max_replays=3), verify=check)
+    assert any(i.new_content == helper for i in replays)  # replayed: not refused as failing code
+    assert not any("wrong_code" in p for p in prompts)
