@@ -2,9 +2,13 @@
 
 Four MBPP-style `add` tasks, told apart by a marker in their prompt, each a scenario:
 
-* `[s1]` fails; correcting step 3 fixes it, the analyzer declines the earlier agent steps -> label 3.
+* `[s1]` fails; correcting step 3 fixes it, the analyzer declines the earlier agent steps -> label 3
+  (smolagents). AG2's coder writes the failing function itself at step 1: code that fails the task's tests
+  cannot be declined, the analyzer is asked for its correction, and that earlier fix is the label (1).
 * `[s2]` fails; correcting a LATER step (AG2: 6, smolagents: 5) fixes it and the analyzer ranks it
-  first, but correcting step 3 fixes it too -> the earliest, 3, is the label.
+  first, but correcting step 3 fixes it too -> the earliest, 3, is the label. (AG2: the coder's failing
+  step 1 is corrected first, as in s1, but its critic still asks for a docstring at step 3 and the coder
+  writes the failing code again at step 4: that fix fails, and step 3 is the earliest that works.)
 * `[s3]` fails whatever the analyzer proposes (a stubborn agent) -> stored unresolved.
 * `[s4]` succeeds; the perturber's corruption of one step flips it -> labelled by construction.
 """
@@ -121,6 +125,10 @@ def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
     prompt = _text(messages)
     ag2 = _is_ag2(prompt)
     scenario = _marker(prompt)
+    asked_fix = re.search(r"Write a corrected version of step (\d+) \(taken by (\w+)\)", prompt)
+    if asked_fix and asked_fix.group(2) == "coder" and ag2:  # its code fails the tests: a correction is required
+        fix = AG2_RIGHT if scenario != "s3" else AG2_WRONG.replace("a - b", "b - a")  # s3: no right fix is found
+        return _diagnosis(int(asked_fix.group(1)), "coder", fix, "add subtracts instead of adding")
     examined = re.search(r"Examine step (\d+) \(taken by (\w+)\)", prompt)
     if examined:
         step = int(examined.group(1))
@@ -161,4 +169,8 @@ MODELS = {
     "smolagents": ("scripted/flows-smol-manager", {"coder": "scripted/flows-smol-coder"}),
 }
 LATER_STEP = {"ag2": 6, "smolagents": 5}
+LABEL = {"ag2": (1, "coder"), "smolagents": (3, "manager")}
+"""Where s1 is labelled: the earliest step whose correction makes the run succeed."""
+TRIED_S2 = {"ag2": {6: True, 1: False, 3: True}, "smolagents": {5: True, 3: True}}
+"""s2's counterfactual replays (step: whether the run then succeeded); its label is step 3."""
 INJECTED_STEP = {"ag2": ("coder", 1), "smolagents": ("coder", 2)}

@@ -168,7 +168,7 @@ def test_dask_writes_the_rows_the_thread_runner_writes(runs):
     wh = Warehouse(runs["wh_dask"])
     labels = {r["task_id"]: (r["method"], r["agent"], r["step"])
               for r in wh.rows("SELECT l.*, r.task_id FROM labels l JOIN runs r ON r.id = l.run_id")}
-    assert labels == {"flows-s1": ("counterfactual", "critic", 3), "flows-s2": ("counterfactual", "critic", 3),
+    assert labels == {"flows-s1": ("counterfactual", "coder", 1), "flows-s2": ("counterfactual", "critic", 3),
                       "flows-s4": ("fault_injection", "coder", 1)}
     assert [r["method"] for r in wh.rows("SELECT * FROM unresolved")] == ["counterfactual"]
     assert len(on_dask["llm_calls"]) > 0 and on_dask["replays"]

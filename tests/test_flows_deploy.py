@@ -132,4 +132,5 @@ def test_backfill_registers_the_benchmark_and_runs_the_pipeline(tmp_path, monkey
     assert [t.task_id for t in load_tasks("adders")] == ["a1"]
     assert [(r.benchmark, r.task_id, r.success) for r in report.collected] == [("adders", "a1", False)]
     [label] = report.annotated
-    assert (label.method, label.status, label.step, label.agent) == ("counterfactual", "labelled", 3, "critic")
+    # the scenario s1 on AG2: the coder's failing code at step 1 is the earliest correction that works
+    assert (label.method, label.status, label.step, label.agent) == ("counterfactual", "labelled", *S.LABEL["ag2"])
