@@ -324,6 +324,12 @@ _INSTRUCTION = re.compile(
 _DESCRIBED = re.compile(
     r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
     r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)
+_POSSESSIVE = re.compile(
+    r"^\W*(?:the |this )?(?P<who>[\w .-]{1,40}?)['\u2019]s\b[^.!?\n]{0,60}?\b(?:should|must|needs? to|ought to)\b",
+    re.IGNORECASE)
+"""The agent's own work named in the third person: "The critic's code output should be the solution to the
+equation" (the 1.5B's fix of an AG2 critic step, slice of 2026-11-28, seed 5), which was replayed as the critic's
+message at steps 3 and 6: an agent does not speak of its own output as the critic's."""
 
 
 def described_change(text: str, agent: str) -> str | None:
@@ -336,6 +342,9 @@ def described_change(text: str, agent: str) -> str | None:
     match = _DESCRIBED.match(first)
     if match and (match.group("who") is None or match_agent(match.group("who"), [agent]) is not None
                   or match.group("who").lower() in ("agent", "the agent")):
+        return first
+    owner = _POSSESSIVE.match(first)
+    if owner and match_agent(owner.group("who"), [agent]) is not None:
         return first
     return None
 

@@ -512,6 +512,23 @@ def test_a_fix_that_describes_a_change_is_re_asked_not_replayed(fix):
         assert problem is None and ok.fix == own
 
 
+def test_a_fix_that_names_the_agents_own_work_in_the_third_person_is_a_description():
+    """The 1.5B's fixes of AG2 critic steps 3 and 6 on MATH-500 1408 (slice of 2026-11-28, seed 5) were replayed as
+    the critic's message; said of another agent's work, or without a possessive, the words stay a message."""
+    from rootstep.annotation._counterfactual import validate_diagnosis
+
+    run = _coder_run()
+    said = "The critic's code output should be the solution to the equation, which is a complex number."
+    diagnosis, problem = validate_diagnosis(run, json.dumps({"mistake_step": 3, "mistake_agent": "critic",
+                                                             "reason": "r", "suggested_fix": said}))
+    assert diagnosis is None and "describes a change" in problem
+    # a critic may well tell the coder what its code should do
+    for own in ("The coder's code should print 240, not 60. Fix it.", "The code output should be 240."):
+        ok, problem = validate_diagnosis(run, json.dumps({"mistake_step": 3, "mistake_agent": "critic", "reason": "r",
+                                                          "suggested_fix": own}))
+        assert problem is None and ok.fix == own
+
+
 def test_a_corruption_that_is_the_prompts_placeholder_is_re_asked():
     from rootstep.annotation._injection import validate_corruption_at
 
