@@ -81,9 +81,13 @@ def _unwrap_text(text: str) -> str:
 
 _TEXT_UNIT = re.compile(r"(\d)\s*\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z ]*\}(?:\^\{?\d\}?)?\s*$")
 """A unit written as text after a number, at the end (`3\\text{ m}`, `5\\text{ cm}^2`): dropped."""
-_UNIT_AFTER_NUMBER = re.compile(r"^(-?[\d.,/]+)\s*[A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*$")
-"""A number followed by unit words of two letters or more (`10 cm`, `5 square units`); a single letter
+_UNIT_AFTER_NUMBER = re.compile(r"^(-?[\d.,/]+)\s*[A-Za-z]{2,}(?:\^\{?\d\}?)?(?:\s+[A-Za-z]{2,}(?:\^\{?\d\}?)?)*$")
+"""A number followed by unit words of two letters or more (`10 cm`, `5 square units`, `15 cm^2`); a single letter
 (`2x`, `3 m`) is never dropped, since it may be a variable."""
+_SENTENCE = re.compile(r"^[A-Za-z][A-Za-z' ]*?\s(?:is|equals|are)\s+(?P<value>[^A-Za-z\s].*)$")
+"""An answer written as a sentence whose words come before the value: `The area of the shaded triangle is 15 square
+centimeters` (AG2's coder on MATH-500 prealgebra/1114, slice of 2026-11-28: the right 15 was read as the whole
+sentence and the run stored as a failure); the value is what follows the verb."""
 
 
 def _brace_arguments(s: str) -> str:
@@ -108,6 +112,8 @@ def normalize_latex(text: str) -> str:
     s = _unwrap_text(s)
     s = s.replace("\\le ", "\\leq ").replace("\\ge ", "\\geq ")
     s = s.strip().rstrip(".").strip()
+    if sentence := _SENTENCE.match(s):
+        s = sentence.group("value").strip()
     m = _UNIT_AFTER_NUMBER.match(s)
     if m:
         s = m.group(1)

@@ -150,3 +150,16 @@ def test_math500_fixture_reference_answers_pass() -> None:
         assert verify(t, f"\\boxed{{{t.ground_truth}}}").success, t.task_id
     assert not verify(tasks[0], "\\boxed{\\frac{1}{3}}").success
     assert tasks[0].metadata["subject"] == "Prealgebra"
+
+
+def test_an_answer_line_written_as_a_sentence_is_read_for_its_value() -> None:
+    """AG2's coder on MATH-500 prealgebra/1114 (the local 0.5B, slice of 2026-11-28, seed 5) answered with the
+    right area in a sentence; it was read as the whole sentence and the run stored as a failure, then searched."""
+    task = next(t for t in load_tasks("math500") if t.task_id == "test/prealgebra/1114.json")
+    assert task.ground_truth == "15\\mbox{ cm}^2"
+    said = "Answer: The area of the shaded triangle is 15 square centimeters."
+    verdict = verify(task, said)
+    assert verdict.success and verdict.details["normalized_answer"] == "15"
+    assert verify(task, "Answer: 15 cm^2").success  # a unit with an exponent, as the truth's own
+    assert not verify(task, "Answer: The area of the shaded triangle is 16 square centimeters.").success
+    assert not verify(task, "Answer: the area is not 15").success  # words after the verb: not a value
