@@ -284,8 +284,9 @@ def math(answer: str | None, task: Task, *, timeout: float = 5.0) -> Verdict:
         timeout: seconds allowed to each sympy comparison (a timeout counts as "not equal").
 
     Edge cases: `\\frac{1}{2}` == `0.5` == `\\dfrac12`; `\\left( 1, 2 \\right)` == `(1,2)`; `10\\text{ cm}` ==
-    `10`; `90^\\circ` == `90`; `1,000` == `1000`; a free-text answer without a box counts only through an
-    answer phrase or when it is a single short line.
+    `10`; `15 cm^2` == `15`; `90^\\circ` == `90`; `1,000` == `1000`; an answer line written as a sentence is read
+    for the value after its verb (`The area is 15 square centimeters` == `15`); a free-text answer without a box
+    counts only through an answer phrase or when it is a single short line.
     """
     truth = task.ground_truth or ""
     boxed_truth = last_boxed(truth)
