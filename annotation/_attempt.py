@@ -314,7 +314,8 @@ _NO_CHANGE = re.compile(r"^\W*no (?:changes?|corrections?|fix(?:es)?)(?: (?:is|a
                         re.IGNORECASE)
 _INSTRUCTION = re.compile(
     r"^\W*(?:(?:add|change|replace|remove|modify|update|correct|fix|use|include|insert|delete|move|swap)\s+"
-    r"(?:the|a|an|this|that|it|its|step|line|code|value|calculation|variable|formula|function)\b"
+    r"(?:the|a|an|this|that|it|its|step|line|code|value|calculation|variable|formula|function|checks?|tests?"
+    r"|conditions?|handling|validation|logic)\b"
     r"|the (?:correct(?:ed)?|right|proper) (?:calculation|code|formula|line|computation|expression|function|"
     r"implementation|value|approach) (?:should|would|must) be\b"
     # what the work should do instead, said of the work: "The function should return an empty list when ..."

@@ -484,6 +484,10 @@ QWEN_1_5B_DESCRIBED = [
     "No changes needed.",
     # the 1.5B's whole fix of an AgentPrune programmer's code (slice of 2026-11-27, HumanEval/25)
     "The function should return an empty list when the input number is 1.",
+    # its fix of an AgentPrune inspector's code, replayed as the inspector's message (slice of 2026-11-28, seed 5,
+    # HumanEval/58): the team then wrote its own code and the run flipped
+    "Add checks to handle these edge cases. For example, check if both lists are empty before proceeding with the "
+    "common elements calculation.",
 ]
 QWEN_1_5B_PLACEHOLDER = "<the full corrupted text of step 7>"
 
