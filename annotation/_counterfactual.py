@@ -495,7 +495,7 @@ class _Search:
         that defines something else (a helper, a test script), or a verdict the checks call suspect. The coding
         task's counterpart of `wrong_answer`: code that fails the tests is not a correct step and not a correction.
         On the 2026-11-28 slice (seed 4) AG2 HumanEval+ 144 spent 23 minutes replaying seven fixes that each kept
-        the failing `% 1 == 0` check, and its 1.5B judged three steps holding that code correct."""
+        the failing `% 1 == 0` check; on the main job MBPP 310's `tuple(list(s))` was replayed and failed."""
         if self.task is None or self.verify is None or self.task.kind != "coding":
             return None
         entry = self.task.metadata.get("entry_point")
