@@ -26,6 +26,7 @@ from rootstep.warehouse import (Annotation, Asked, Intervention, LLMCall, Replay
 
 from ._budget import Meter
 from ._confidence import Effect, effect
+from rootstep.benchmarks import code_blocks
 from rootstep.tracers import match_agent
 
 T = TypeVar("T")
@@ -245,10 +246,6 @@ def same_text(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
 
-_FENCED = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
-_PYTHON_FENCES = {"", "python", "py", "python3", "py3"}
-
-
 class WorkForm(NamedTuple):
     """What a step's text does, read for a no-op change (`same_work`): its prose (whitespace normalised), each
     Python program in it as `ast.unparse` gives it back (comments and layout gone) and the comments apart."""
@@ -271,19 +268,19 @@ def _program(code: str) -> tuple[str, frozenset[str]] | None:
 def work_form(text: str) -> WorkForm:
     """`text` as a `WorkForm`: its fenced Python blocks (or the whole text, unfenced, when it parses) as programs,
     the rest as prose. A block that does not parse stays prose."""
-    blocks = list(_FENCED.finditer(text))
+    blocks = code_blocks(text)
     if not blocks:
         program = _program(text) if text.strip() else None
         if program is None:
             return WorkForm(" ".join(text.split()), (), frozenset())
         return WorkForm("", (program[0],), program[1])
     prose, code, comments, end = [], [], set(), 0
-    for m in blocks:
-        prose.append(text[end:m.start()])
-        end = m.end()
-        program = _program(m.group(2)) if m.group(1).lower() in _PYTHON_FENCES else None
+    for block in blocks:
+        prose.append(text[end:block.start])
+        end = block.end
+        program = _program(block.code) if block.python else None
         if program is None:
-            prose.append(m.group(0))
+            prose.append(text[block.start:block.end])
         else:
             code.append(program[0])
             comments |= program[1]

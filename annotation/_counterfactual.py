@@ -23,7 +23,6 @@ agent step from step 0, each re-simulated, no ranking and no "this step is fine"
 from __future__ import annotations
 
 import functools
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -36,6 +35,7 @@ from rootstep.benchmarks import (
     Verify,
     answer_leak,
     answer_spans,
+    defines,
     extract_code,
     gives_answer,
     is_suspect,
@@ -502,7 +502,7 @@ class _Search:
         if not entry:
             return None
         code, _how = extract_code(text, entry)
-        if not re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(str(entry))}\s*\(", code, re.M):
+        if not defines(code, str(entry)):
             return None
         verdict = self.verify_text(text)
         if verdict is None or verdict.success or is_suspect(verdict):

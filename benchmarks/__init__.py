@@ -23,7 +23,7 @@ from ._answer import (
     program_answer,
     team_answer,
 )
-from ._code import build_program, extract_code
+from ._code import CodeBlock, build_program, code_blocks, defines, extract_code
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
 from ._gaia import gaia_match
@@ -70,6 +70,7 @@ __all__ = [
     "AnswerContract",
     "BenchmarkError",
     "BenchmarkInfo",
+    "CodeBlock",
     "Hit",
     "Paragraph",
     "RunProgram",
@@ -82,7 +83,9 @@ __all__ = [
     "answer_spans",
     "benchmark",
     "build_program",
+    "code_blocks",
     "code_key",
+    "defines",
     "count_tasks",
     "exact_match",
     "extract_code",

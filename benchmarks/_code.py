@@ -25,7 +25,7 @@ import json
 import re
 import secrets
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from rootstep.warehouse import Task, Verdict
 
@@ -38,7 +38,25 @@ _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_LANGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
 
-def _defines(code: str, name: str | None) -> bool:
+class CodeBlock(NamedTuple):
+    """A fenced code block of a text: where it sits (`start`, `end`), its language tag (lower case) and code."""
+    start: int
+    end: int
+    language: str
+    code: str
+
+    @property
+    def python(self) -> bool:
+        return self.language in _PY_LANGS
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    """The fenced blocks of `text` in order (an unterminated last fence runs to the end)."""
+    return [CodeBlock(m.start(), m.end(), m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+
+
+def defines(code: str, name: str | None) -> bool:
+    """Whether `code` defines the function or class `name` at the start of a line."""
     if not name:
         return False
     return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(|^class\s+{re.escape(name)}\b", code, re.M) is not None
@@ -61,13 +79,13 @@ def extract_code(text: str, entry_point: str | None = None) -> tuple[str, str]:
       the last block that defines `entry_point`; else all Python blocks joined, when that compiles;
       else the longest block. Blocks in other languages (```bash, ```text) are ignored.
     """
-    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    blocks = [(b.language, b.code) for b in code_blocks(text)]
     if not blocks:
         return text.strip("\n").rstrip() + "\n", "raw text"
     python = [code for lang, code in blocks if lang in _PY_LANGS]
     if not python:
         return text.strip("\n").rstrip() + "\n", "raw text (no python fence)"
-    defining = [code for code in python if _defines(code, entry_point)]
+    defining = [code for code in python if defines(code, entry_point)]
     if defining:
         return defining[-1].rstrip() + "\n", "last fenced block defining the entry point"
     joined = "\n\n".join(code.rstrip() for code in python) + "\n"
@@ -83,7 +101,7 @@ def build_program(answer: str, task: Task) -> tuple[str, str]:
     prefix = task.metadata.get("prefix")
     if not prefix:
         return code, how
-    if _defines(code, entry_point):
+    if defines(code, entry_point):
         return prefix.rstrip() + "\n\n" + code, how + "; after the prompt"
     return prefix + code, how + "; as a completion of the prompt"
 

@@ -17,7 +17,7 @@ import ast
 import threading
 from typing import Any, Callable
 
-from ._code import _FENCE, _PY_LANGS
+from ._code import code_blocks
 
 RunProgram = Callable[[str], "str | None"]
 """`code -> what it printed` (None: it failed or could not run)."""
@@ -28,7 +28,7 @@ PROGRAM_TIMEOUT_S = 5.0
 def python_program(text: str) -> str | None:
     """The program of `text`'s fenced Python blocks, joined in order (as an executor runs them), or None
     when it has none or the joined blocks do not compile (a block of prose, a `>>>` session)."""
-    blocks = [m.group(2) for m in _FENCE.finditer(text or "") if m.group(1).lower() in _PY_LANGS]
+    blocks = [b.code for b in code_blocks(text or "") if b.python]
     if not any(block.strip() for block in blocks):
         return None
     code = "\n\n".join(block.rstrip() for block in blocks) + "\n"
