@@ -320,7 +320,11 @@ _INSTRUCTION = re.compile(
     r"|(?:the|this|your) (?:function|code|program|solution|implementation|method|loop)"
     r" (?:should|must|needs? to|ought to)\b)", re.IGNORECASE)
 _DESCRIBED = re.compile(
-    r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
+    r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b"
+    # "To correctly calculate the distance run by Ahito, we need to add ..." (the 1.5B's whole fix of an AG2 coder
+    # step, main job of 2026-11-28, GSM8K test-1101): what the step should do, said before doing none of it
+    r"|to correctly \w+\b[^.!?\n]{0,120}?,\s*(?:we|you|one|the \w+) (?:need|needs|should|must|have|has) to\b"
+    r"|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
     r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)
 _POSSESSIVE = re.compile(
     r"^\W*(?:the |this )?(?P<who>[\w .-]{1,40}?)['\u2019]s\b[^.!?\n]{0,60}?\b(?:should|must|needs? to|ought to)\b",
@@ -387,14 +391,18 @@ def room(chat: ChatLike, tokens: int) -> Iterator[None]:
 
 
 def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, meter: Meter,
-                log: list[Asked]) -> tuple[str | None, str | None]:
+                log: list[Asked], check: Callable[[str], str | None] | None = None) -> tuple[str | None, str | None]:
     """Step `step` taken again by `chat` in the agent's seat: the request the agent received at that step, as
     recorded (its system prompt and the conversation so far), answered by the analyzer's model in plain text.
     Where the analyzer found a mistake at the step but could not write the corrected message (it described
     the change, or its rewrite left the message unchanged), the stronger model doing the agent's own work is
     the correction; the reference answer is never in the request. A retake equal to the step is re-asked
-    (sampled); the caller checks it as any fix (`check_fix`: a retake that hands over the answer at a step
-    that gave none is an `answer_leak`)."""
+    (sampled). `check` (the caller's `check_fix`) is asked of every answer: a retake it refuses is re-asked once
+    with the problem stated, as an agent is told its code failed (`wrong_code: ... got ..., expected ...`) or its
+    answer is wrong; what the re-ask does not fix is refused (a retake that hands over the answer at a step that
+    gave none stays an `answer_leak`). On the main job of 2026-11-28 (MBPP 310) the 1.5B's retake returned the
+    coder's `tuple(s)`, which keeps the space the tests drop; it was refused unseen by the model, and the step
+    stayed open with no replay."""
 
     def render(previous: str | None, problem: str | None) -> list[dict[str, Any]]:
         if problem is None:
@@ -408,7 +416,8 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
             return None, "the answer is empty"
         if same_work(text, step.content):
             return None, "that is the answer already given; take the step in another way"
-        return text, None
+        problem = check(text) if check is not None else None
+        return (None, problem) if problem is not None else (text, None)
 
     with plain_text(chat), room(chat, step_room(step)):
         return ask_valid(chat, render, validate, meter, log, "retake_step", grow=False)

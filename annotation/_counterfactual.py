@@ -555,7 +555,7 @@ class _Search:
         tries: list[tuple[Literal["retake", "rewrite"], Callable[[], tuple[str | None, str | None]]]] = []
         messages = self.step_request(step) if self.step_request is not None else None
         if messages:
-            tries.append(("retake", lambda: self.retake(step, messages)))
+            tries.append(("retake", lambda: self.retake(step, messages, tested)))
         tries.append(("rewrite", lambda: rewrite_step(self.analyzer, step, diagnosis.instruction or "", diagnosis.reason,
                                                       self.base["question"], self.meter, self.asked)))
         whys = []
@@ -569,10 +569,14 @@ class _Search:
             whys.append(f"{how}: {why}")
         return None, f"the described fix of step {step.index} could not be written out ({'; '.join(whys)})"
 
-    def retake(self, step: Step, messages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
-        """`step` retaken in its agent's seat, once per search (`retakes`)."""
+    def retake(self, step: Step, messages: list[dict[str, Any]],
+               tested: set[tuple[int, str]]) -> tuple[str | None, str | None]:
+        """`step` retaken in its agent's seat, once per search (`retakes`), each answer checked as a fix (a refused
+        one is re-asked once with the problem stated)."""
         if step.index not in self.retakes:
-            self.retakes[step.index] = retake_step(self.analyzer, messages, step, self.meter, self.asked)
+            self.retakes[step.index] = retake_step(
+                self.analyzer, messages, step, self.meter, self.asked,
+                check=lambda text: check_fix(step, text, tested=tested, fix_problem=self.fix_problem))
         return self.retakes[step.index]
 
     # -------------------------------------------------------------- replays

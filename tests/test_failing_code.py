@@ -119,3 +119,49 @@ def test_code_that_defines_something_else_is_not_judged(task, check):
     find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=1, max_replays=3), verify=check)
     assert any(i.new_content == helper for i in replays)  # replayed: not refused as failing code
     assert not any("wrong_code" in p for p in prompts)
+
+
+# The main job on a fresh machine (2026-11-28, MBPP 310): the 1.5B's ranked answer described the change, and its
+# retake in the coder's seat wrote the coder's `tuple(s)` again with test prints that claim the right output.
+RANKED_DESCRIBED = diag(1, "coder", "The coder should use the `tuple()` function to convert the string to a tuple of "
+                                    "characters. The corrected code is as follows:\n" + CODER)
+RETAKEN = ("```python\ndef string_to_tuple(s):\n    return tuple(s)\n\n# Test cases\nprint(string_to_tuple(\"python 3.0\"))"
+           "  # Output: ('p', 'y', 't', 'h', 'o', 'n', '3', '.', '0')\nprint(string_to_tuple(\"item1\"))    # Output: "
+           "('i', 't', 'e', 'm', '1')\n```")
+
+
+def test_a_retake_whose_code_fails_is_re_asked_in_the_agents_seat_with_the_failing_test(task, check):
+    """The retake was refused unseen (`wrong_code`) and the step stayed open with no replay; asked again in the
+    coder's seat with the first failing test stated, as an executor would report it, the corrected code is the
+    fix replayed and the label."""
+    run = run_of(task, check, CODER)
+    request = [{"role": "system", "content": "You are the coder of a small team."},
+               {"role": "user", "content": task.prompt}]
+    seen: list[list[dict[str, Any]]] = []
+
+    def fn(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        seen.append(messages)
+        if messages[0]["content"].startswith("You are the coder"):
+            return RETAKEN if len(messages) == 2 else FIX_RIGHT
+        return RANKED_DESCRIBED
+
+    register_script("retake-failing", fn)
+    replays: list[Intervention] = []
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replays.append(i)
+        result = run_of(task, check, i.new_content if i.step == 1 else CODER)
+        assert result.verdict is not None
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=2))
+
+    result = find_decisive_step(run, analyzer=Chat("scripted/retake-failing"), replay=replay,
+                                budget=Budget(max_reasks=1), verify=check,
+                                step_request=lambda step: request if step.index == 1 else None)
+
+    assert result.verified and (result.agent, result.step) == ("coder", 1)
+    assert [i.new_content for i in replays if i.kind == "fix"] == [FIX_RIGHT]  # RETAKEN never replayed
+    retakes = [m for m in seen if m[0]["content"].startswith("You are the coder")]
+    assert len(retakes) == 2 and retakes[1][:2] == request and retakes[1][2]["content"] == RETAKEN
+    told = retakes[1][3]["content"]
+    assert told.startswith("wrong_code: the fix's code fails the task's tests") and "got: ('p', 'y'" in told
+    assert result.attempts[0].diagnosis.written == "retake"

@@ -488,6 +488,10 @@ QWEN_1_5B_DESCRIBED = [
     # HumanEval/58): the team then wrote its own code and the run flipped
     "Add checks to handle these edge cases. For example, check if both lists are empty before proceeding with the "
     "common elements calculation.",
+    # its whole fix of an AG2 coder's first step, replayed as the coder's message with no answer in it (main job,
+    # fresh machine, 2026-11-28, GSM8K test-1101): the team then lost the variables it needed
+    "To correctly calculate the distance run by Ahito, we need to add the distances of Amber and Micah and then "
+    "subtract the distance run by Amber from the total distance run by Micah.",
 ]
 QWEN_1_5B_PLACEHOLDER = "<the full corrupted text of step 7>"
 
@@ -510,7 +514,8 @@ def test_a_fix_that_describes_a_change_is_re_asked_not_replayed(fix):
                                                              "reason": "r", "suggested_fix": fix}))
     assert diagnosis is None and ("describes a change" in problem or "no change is needed" in problem)
     # the step's own words pass, including ones that say what should be (not a description of an edit)
-    for own in ("```python\nprint(2 * 30 * 4)\n```", "The answer should be 240.", "We should multiply by 4 weeks."):
+    for own in ("```python\nprint(2 * 30 * 4)\n```", "The answer should be 240.", "We should multiply by 4 weeks.",
+                "To find the total, we need to multiply by 4 weeks: 2 * 30 * 4 = 240."):
         ok, problem = validate_diagnosis(run, json.dumps({"mistake_step": 1, "mistake_agent": "coder", "reason": "r",
                                                           "suggested_fix": own}))
         assert problem is None and ok.fix == own
