@@ -402,7 +402,14 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
     answer is wrong; what the re-ask does not fix is refused (a retake that hands over the answer at a step that
     gave none stays an `answer_leak`). On the main job of 2026-11-28 (MBPP 310) the 1.5B's retake returned the
     coder's `tuple(s)`, which keeps the space the tests drop; it was refused unseen by the model, and the step
-    stayed open with no replay."""
+    stayed open with no replay.
+
+    A retake keeps the form the agent's instructions ask for: when its system prompt asks for a Python code
+    block (`asks_for_code`) and the retake has none, it is re-asked. The main job of 2026-11-28 (GSM8K test-474):
+    the 1.5B in the AG2 coder's seat worked out the right 80 in prose; the executor found no code block, the
+    critic wrote code printing another quantity (20), and the replay failed: a correction that the team
+    could not run, not a test of the step."""
+    code_form = asks_for_code(messages)
 
     def render(previous: str | None, problem: str | None) -> list[dict[str, Any]]:
         if problem is None:
@@ -416,11 +423,24 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
             return None, "the answer is empty"
         if same_work(text, step.content):
             return None, "that is the answer already given; take the step in another way"
+        if code_form and not code_blocks(text):
+            return None, ("your instructions ask for a Python code block (```python ... ```) and the answer has none; "
+                          "write the message as they ask")
         problem = check(text) if check is not None else None
         return (None, problem) if problem is not None else (text, None)
 
     with plain_text(chat), room(chat, step_room(step)):
         return ask_valid(chat, render, validate, meter, log, "retake_step", grow=False)
+
+
+_ASKS_FOR_CODE = re.compile(r"```python|\bpython code block\b", re.IGNORECASE)
+
+
+def asks_for_code(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether the agent's system prompt in `messages` asks for its work as a Python code block (AG2's coder:
+    "Write a short Python code block (```python ... ```) that computes the answer and prints it")."""
+    return any(m.get("role") == "system" and isinstance(m.get("content"), str) and _ASKS_FOR_CODE.search(m["content"])
+               for m in messages)
 
 
 _PREFACE = re.compile(r"^\s*(?:(?:sure|certainly|okay|ok)\b[^\n]*\n+)?(?:here(?:'s| is)|below is|the (?:corrected|rewritten) "

@@ -35,6 +35,7 @@ from rootstep.benchmarks import (
     Verify,
     answer_leak,
     answer_spans,
+    code_blocks,
     defines,
     extract_code,
     gives_answer,
@@ -235,6 +236,21 @@ def _check_step(trajectory: Trajectory, raw_step: Any, raw_agent: Any, expect: i
     return step, None
 
 
+def _fix_text(fix: Any) -> Any:
+    """`suggested_fix` as text when the model wrapped the text in an object of one field: `{"code": "..."}` (the
+    1.5B's fix of AG2 critic and coder steps, main job of 2026-11-28, GSM8K test-474, refused twice as empty) is
+    that code in a Python block; `{"text" | "content" | "message": "..."}` is the text. Anything else is left as
+    it is (and refused as not text)."""
+    if isinstance(fix, dict) and len(fix) == 1:
+        (key, value), = fix.items()
+        if isinstance(value, str) and value.strip():
+            if key == "code":
+                return value if code_blocks(value) else f"```python\n{value.strip()}\n```"
+            if key in ("text", "content", "message"):
+                return value
+    return fix
+
+
 def validate_diagnosis(
     trajectory: Trajectory,
     answer: str,
@@ -282,7 +298,7 @@ def validate_diagnosis(
     step, problem = _check_step(trajectory, data["mistake_step"], data["mistake_agent"], expect_step)
     if step is None:
         return None, problem
-    fix = data["suggested_fix"]
+    fix = _fix_text(data["suggested_fix"])
     tool_calls = data.get("suggested_tool_calls")
     if tool_calls is not None and not (isinstance(tool_calls, list)
                                        and all(isinstance(t, dict) and (t.get("name") or t.get("function"))

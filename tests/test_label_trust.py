@@ -698,6 +698,47 @@ def test_a_step_is_retaken_once_per_search():
     assert result.annotation.status == "unresolved"
 
 
+# The main job on a fresh machine (2026-11-28, GSM8K test-474), recorded from the gateway: the AG2 coder's request
+# at step 1 (its system prompt asks for a Python code block), the 1.5B's retake in that seat (the right 80, in
+# prose: the executor found no code, the critic wrote code printing 20 and the replay failed), and its fix of
+# steps 3 and 4 given as an object {"code": ...} (refused twice as "not text").
+CODER_474_REQUEST = [{"content": "You are the coder of a small team. Solve the math problem step by step. Write a short Python code block (```python ... ```) that computes the answer and prints it. End your message with a line `Answer: <number>`: the number alone, no units and no words.\nWhen the critic reports a problem, answer with a corrected complete version. Never write TERMINATE yourself.\n", "role": "system"}, {"content": "At a certain grade level, three-fourths of students have a desktop computer at home. If 20 students do not have desktop computers, how many students are there at that grade level?", "name": "executor", "role": "user"}]
+RETAKE_474_PROSE = "To determine the total number of students at the grade level, we start by defining the total number of students as \\( x \\). According to the problem, three-fourths of the students have a desktop computer at home. Therefore, the number of students who have a desktop computer is \\( \\frac{3}{4}x \\).\n\nWe are also given that 20 students do not have desktop computers. This means that the number of students who have a desktop computer is the total number of students minus the number of students who do not have a desktop computer. We can express this relationship with the following equation:\n\\[\n\\frac{3}{4}x = x - 20\n\\]\n\nNext, we need to solve this equation for \\( x \\). First, we eliminate the fraction by subtracting \\( \\frac{3}{4}x \\) from both sides of the equation:\n\\[\nx - \\frac{3}{4}x = -20\n\\]\n\nThis simplifies to:\n\\[\n\\frac{1}{4}x = -20\n\\]\n\nTo isolate \\( x \\), we multiply both sides of the equation by 4:\n\\[\nx = -20 \\times 4\n\\]\n\nThis gives us:\n\\[\nx = -80\n\\]\n\nHowever, this result is not possible because the number of students cannot be negative. Let's re-evaluate the problem. The correct interpretation should be that the number of students who have a desktop computer is the total number of students minus the number of students who do not have a desktop computer, which is:\n\\[\n\\frac{3}{4}x = x - 20\n\\]\n\nRearranging the equation correctly, we get:\n\\[\n\\frac{3}{4}x - x = -20\n\\]\n\nThis simplifies to:\n\\[\n-\\frac{1}{4}x = -20\n\\]\n\nMultiplying both sides by 4, we get:\n\\[\nx = 80\n\\]\n\nTherefore, the total number of students at the grade level is \\(\\boxed{80}\\)."
+FIX_474_CODE_OBJECT = "{\n  \"mistake_step\": 4,\n  \"mistake_agent\": \"coder\",\n  \"reason\": \"The code output 'Answer: 25.0' is the expected output, but it is not the actual output of the code. The actual output is the result of the code execution, which is 25.0.\",\n  \"suggested_fix\": {\n    \"code\": \"total_students = 80\\n# Calculate the number of students who have a desktop computer\\ndesktop_computers = (3/4) * total_students\\n# Calculate the number of students who do not have a desktop computer\\nnon_desktop_computers = total_students - desktop_computers\\n# Print the result\\nprint(non_desktop_computers)\"\n  }\n}"
+RETAKE_474_CODE = "```python\ndesktop_share = 3 / 4\nwithout = 20\nprint(without / (1 - desktop_share))\n```\nAnswer: 80"
+
+
+def test_a_retake_keeps_the_code_block_the_agents_instructions_ask_for():
+    from rootstep.annotation._attempt import asks_for_code, retake_step
+
+    task, run = _real_ag2_run("ag2_gsm8k_test-474")
+    assert asks_for_code(CODER_474_REQUEST)
+    assert not asks_for_code([{"role": "system", "content": "You are the critic of a small team."}])
+    chat, prompts = scripted("retake-code-form", [RETAKE_474_PROSE, RETAKE_474_CODE])
+    log: list[Asked] = []
+    text, why = retake_step(chat, CODER_474_REQUEST, run.steps[1], Meter(Budget(max_reasks=1)), log)
+    assert (text, why) == (RETAKE_474_CODE, None)
+    assert "ask for a Python code block" in prompts[1] and "has none" in prompts[1]
+    # a critic's seat asks for no code: its prose stands
+    chat, _ = scripted("retake-prose", [RETAKE_474_PROSE])
+    critic = [{"role": "system", "content": "You are the critic of a small team."}, CODER_474_REQUEST[1]]
+    text, why = retake_step(chat, critic, run.steps[1], Meter(Budget(max_reasks=1)), [])
+    assert text == RETAKE_474_PROSE.strip() and why is None
+
+
+def test_a_fix_given_as_a_code_object_is_that_code():
+    from rootstep.annotation._counterfactual import validate_diagnosis
+
+    task, run = _real_ag2_run("ag2_gsm8k_test-474")
+    diagnosis, problem = validate_diagnosis(run, FIX_474_CODE_OBJECT, expect_step=4)
+    assert problem is None and diagnosis.fix.startswith("```python\ntotal_students = 80\n")
+    assert diagnosis.fix.endswith("print(non_desktop_computers)\n```")
+    for bad in ({"code": ""}, {"code": "x", "why": "y"}, {"steps": ["a"]}):
+        answer = json.dumps({"mistake_step": 4, "mistake_agent": run.steps[4].agent, "suggested_fix": bad})
+        diagnosis, problem = validate_diagnosis(run, answer, expect_step=4)
+        assert diagnosis is None and "non-empty corrected text" in problem
+
+
 def test_what_a_failed_replay_ended_with_keeps_its_lines():
     """AG2 on MATH-500 number_theory/255 (slice of 2026-11-28, seed 4): the analyzer read a failed replay's final
     answer with its code flattened onto one line ('```python # Step 1: ... from decimal import Decimal fraction =
