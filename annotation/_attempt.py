@@ -404,12 +404,14 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
     coder's `tuple(s)`, which keeps the space the tests drop; it was refused unseen by the model, and the step
     stayed open with no replay.
 
-    A retake keeps the form the agent's instructions ask for: when its system prompt asks for a Python code
-    block (`asks_for_code`) and the retake has none, it is re-asked. The main job of 2026-11-28 (GSM8K test-474):
-    the 1.5B in the AG2 coder's seat worked out the right 80 in prose; the executor found no code block, the
-    critic wrote code printing another quantity (20), and the replay failed: a correction that the team
-    could not run, not a test of the step."""
+    A retake is asked for the form the agent's instructions ask for: when its system prompt asks for a Python
+    code block (`asks_for_code`) and the retake has none, it is re-asked once for it; a last answer still in prose
+    is taken (the team may work from it). The main job of 2026-11-28 (GSM8K test-474): the 1.5B in the AG2
+    coder's seat worked out the right 80 in prose; the executor found no code block, the critic wrote code
+    printing another quantity (20), and the replay failed: a correction the team could not run. On test-120
+    (2026-11-25) a prose retake flipped the run: prose is not refused, only asked once more."""
     code_form = asks_for_code(messages)
+    answers = 0
 
     def render(previous: str | None, problem: str | None) -> list[dict[str, Any]]:
         if problem is None:
@@ -418,12 +420,14 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
                 {"role": "user", "content": f"{problem}. Answer the request above again."}]
 
     def validate(answer: str) -> tuple[str | None, str | None]:
+        nonlocal answers
+        answers += 1
         text = answer.strip()
         if not text:
             return None, "the answer is empty"
         if same_work(text, step.content):
             return None, "that is the answer already given; take the step in another way"
-        if code_form and not code_blocks(text):
+        if code_form and not code_blocks(text) and answers <= meter.budget.max_reasks:
             return None, ("your instructions ask for a Python code block (```python ... ```) and the answer has none; "
                           "write the message as they ask")
         problem = check(text) if check is not None else None

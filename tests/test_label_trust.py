@@ -653,6 +653,8 @@ def test_a_described_fix_is_first_sought_by_retaking_the_step_in_the_agents_seat
 
     assert sent[1] == data["requests"]["1"]  # the coder's own request, as recorded: no reference answer in it
     assert "240" not in json.dumps(sent[1])
+    # its prompt asks for a code block: the prose retake was asked once more for it, and taken the second time
+    assert sent[2][:len(sent[1])] == sent[1] and "ask for a Python code block" in sent[2][-1]["content"]
     fixes = [c for c in replay.calls if c.kind == "fix"]  # its control ran beside it, in another thread
     assert [(c.step, c.new_content) for c in fixes] == [(1, retaken.strip())]
     a = result.annotation
@@ -692,7 +694,7 @@ def test_a_step_is_retaken_once_per_search():
     result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=2, max_reasks=1),
                                 verify=verify, step_request=lambda step: data["requests"].get(str(step.index)))
 
-    assert sent.count("retake") == 1, sent
+    assert sent.count("retake") == 2, sent  # once, and once more for the code block its prompt asks for
     fixes = [c.new_content for c in replay.calls if c.kind == "fix"]
     assert fixes.count(retaken.strip()) == 1  # the retake replayed once, never asked for again
     assert result.annotation.status == "unresolved"
@@ -719,6 +721,10 @@ def test_a_retake_keeps_the_code_block_the_agents_instructions_ask_for():
     text, why = retake_step(chat, CODER_474_REQUEST, run.steps[1], Meter(Budget(max_reasks=1)), log)
     assert (text, why) == (RETAKE_474_CODE, None)
     assert "ask for a Python code block" in prompts[1] and "has none" in prompts[1]
+    # asked once more, a last answer still in prose is taken: the team may work from it (test-120 flipped so)
+    chat, prompts = scripted("retake-prose-twice", [RETAKE_474_PROSE, RETAKE_474_PROSE])
+    text, why = retake_step(chat, CODER_474_REQUEST, run.steps[1], Meter(Budget(max_reasks=1)), [])
+    assert text == RETAKE_474_PROSE.strip() and why is None and len(prompts) == 2
     # a critic's seat asks for no code: its prose stands
     chat, _ = scripted("retake-prose", [RETAKE_474_PROSE])
     critic = [{"role": "system", "content": "You are the critic of a small team."}, CODER_474_REQUEST[1]]
