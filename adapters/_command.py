@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rootstep.adapters._system import SystemFileError, SystemSpec
-from rootstep.adapters.base import Adapter, AdapterError, _digest
+from rootstep.adapters.base import Adapter, AdapterError, EpisodeTimedOut, _digest
 from rootstep.warehouse import LLMCall, Step, SystemRef, Task
 
 DRIVER = "command_driver.py"
@@ -320,7 +320,7 @@ class CommandAdapter(Adapter):
         if out.get("error"):
             raise AdapterError(f"{where}: the driver failed: {out['error']}")
         if program.get("timed_out"):
-            raise AdapterError(f"{where}: the program did not finish within {spec.timeout_s:g} s (field `timeout_s`)"
+            raise EpisodeTimedOut(f"{where}: the program did not finish within {spec.timeout_s:g} s (field `timeout_s`)"
                                f"; stderr ends:\n{program.get('stderr_tail', '')[-1500:]}")
         if program.get("exit_code") not in (0, None):
             raise AdapterError(f"{where}: the program (`command` = {list(spec.command)}) exited with code "

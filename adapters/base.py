@@ -90,6 +90,11 @@ class AdapterError(RootstepError):
     """The framework episode could not be run or its output not read (infrastructure, not a verdict)."""
 
 
+class EpisodeTimedOut(AdapterError):
+    """The episode ran out of its time limit before printing a trajectory. Unlike a container that died, a team
+    that looped to the limit mostly loops again: the flows retry it once, not twice (`infrastructure_error`)."""
+
+
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -425,8 +430,9 @@ class Adapter(ABC):
         out = _parse_output(result.stdout)
         if out is None:
             why = "timed out" if result.timed_out else ("ran out of memory" if result.oom_killed else f"exit {result.exit_code}")
-            raise AdapterError(f"{self.name} episode {ctx.run_id} {why} without a trajectory; stderr:\n{result.stderr[-3000:]}"
-                               f"\nstdout:\n{result.stdout[-1500:]}")
+            error = EpisodeTimedOut if result.timed_out else AdapterError
+            raise error(f"{self.name} episode {ctx.run_id} {why} without a trajectory; stderr:\n{result.stderr[-3000:]}"
+                        f"\nstdout:\n{result.stdout[-1500:]}")
         calls = gateway.calls(ctx.run_id)
         failed = provider_failures(calls)
         if failed:

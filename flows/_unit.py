@@ -94,13 +94,17 @@ def perform(spec: UnitSpec, host: "Session | WorkerSpec") -> Outcome:
 
 def infrastructure_error(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect `retry_condition_fn`: retry only the adapter's infrastructure errors (a container that
-    died, timed out, or printed no trajectory); a wrong answer is a result, `Stopped` is final."""
-    from rootstep.adapters.base import AdapterError
+    died, timed out, or printed no trajectory); a wrong answer is a result, `Stopped` is final. An episode
+    that timed out is retried once (a loaded machine can slow one episode past its limit), not again: on the
+    seed-5 slice of 2026-11-28 smolagents on MATH-500 1408 looped to the 600 s limit three times (30 minutes)."""
+    from rootstep.adapters.base import AdapterError, EpisodeTimedOut
 
     try:
         exc = state.result(raise_on_failure=False)
     except Exception as raised:  # a result that cannot be read back is the exception itself
         exc = raised
+    if isinstance(exc, EpisodeTimedOut):
+        return int(getattr(task_run, "run_count", 1) or 1) < 2
     return isinstance(exc, AdapterError)
 
 
