@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -190,8 +191,17 @@ _PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/s
           "usr/share/locale", "var/log", "var/cache/debconf")
 
 
+_BASE_BUILD = threading.Lock()
+
+
 def build_base(client: Any, spec: BaseSpec = BaseSpec(), *, report: BuildReporter = QuietReporter(), force: bool = False) -> str:
-    """Build the base image from Debian packages unless its tag exists; return the tag."""
+    """Build the base image from Debian packages unless its tag exists; return the tag. Builds that run side by
+    side (`rootstep frameworks build --jobs`) wait for one another here: the base is built once."""
+    with _BASE_BUILD:
+        return _build_base(client, spec, report=report, force=force)
+
+
+def _build_base(client: Any, spec: BaseSpec, *, report: BuildReporter, force: bool) -> str:
     tag = spec.tag()
     if not force and image_exists(client, tag):
         report.step(f"base image {tag} is up to date")

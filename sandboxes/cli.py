@@ -11,6 +11,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.markup import escape
 from rich.text import Text
 
 from rootstep.options import fail
@@ -20,20 +21,27 @@ console = Console(stderr=True)
 
 
 class ConsoleReporter:
-    """Build progress on stderr: each phase with the time since the build began, tool output dimmed."""
+    """Build progress on stderr: each phase with the time since the build began, tool output dimmed. `name`
+    prefixes every line (`named`: builds that run side by side share the clock)."""
 
-    def __init__(self, verbose: bool):
-        self.start = time.monotonic()
+    def __init__(self, verbose: bool, name: str = "", start: float | None = None):
+        self.start = time.monotonic() if start is None else start
         self.verbose = verbose
+        self.name = name
         self.lines = 0
 
+    def named(self, name: str) -> "ConsoleReporter":
+        return ConsoleReporter(self.verbose, name, self.start)
+
     def step(self, message: str) -> None:
-        console.print(f"[bold cyan][{time.monotonic() - self.start:6.1f}s][/] {message}", highlight=False)
+        who = f"{escape(self.name)}: " if self.name else ""
+        console.print(f"[bold cyan][{time.monotonic() - self.start:6.1f}s][/] {who}{message}", highlight=False)
 
     def line(self, message: str) -> None:
         self.lines += 1
         if self.verbose or message.startswith(("I: Retrieving", "I: Extracting", "Step ", "Successfully")):
-            console.print(Text("          " + message, style="dim"), highlight=False)
+            who = f"{self.name}: " if self.name else ""
+            console.print(Text("          " + who + message, style="dim"), highlight=False)
 
 
 

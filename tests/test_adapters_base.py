@@ -152,6 +152,21 @@ def test_frameworks_command_lists_adapters():
     assert bad.returncode == 2 and "unknown framework" in bad.stderr
 
 
+@pytest.mark.docker
+def test_frameworks_build_runs_side_by_side_and_names_each_image():
+    """`rootstep frameworks build --jobs 2` (what scripts/test.sh runs, on a machine where the images are built:
+    each is checked, none rebuilt): every line names its image's framework, the table lists every framework."""
+    wide = {**os.environ, "COLUMNS": "250"}
+    done = subprocess.run([sys.executable, "-m", "rootstep", "frameworks", "build", "--jobs", "2", "--skip-if-no-docker"],
+                          capture_output=True, text=True, env=wide)
+    assert done.returncode == 0, done.stderr
+    if "skipped" in done.stderr:
+        pytest.skip(done.stderr.strip())
+    for name in list_adapters():
+        assert f"{name}: image rootstep-fw-{name}:" in done.stderr or f"{name}: framework {name}" in done.stderr, done.stderr
+        assert f"│ {name} " in done.stderr
+
+
 def test_metagpt_image_installs_its_checked_closure_without_resolving():
     from rootstep.adapters._images import METAGPT_IMAGE, WheelhouseImageSpec
 
