@@ -406,12 +406,13 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
 
     A retake is asked for the form the agent's instructions ask for: when its system prompt asks for a Python
     code block (`asks_for_code`) and the retake has none, it is re-asked once for it; a last answer still in prose
-    is taken (the team may work from it). The main job of 2026-11-28 (GSM8K test-474): the 1.5B in the AG2
+    is not: the first prose answer is (the team may work from it; asked again, the 1.5B once answered "Please
+    provide the correct answer so that I can assist you with a code block", the complaint echoed). The main job of 2026-11-28 (GSM8K test-474): the 1.5B in the AG2
     coder's seat worked out the right 80 in prose; the executor found no code block, the critic wrote code
     printing another quantity (20), and the replay failed: a correction the team could not run. On test-120
     (2026-11-25) a prose retake flipped the run: prose is not refused, only asked once more."""
     code_form = asks_for_code(messages)
-    answers = 0
+    prose: list[str] = []  # the first answer that passed every check but had no code block
 
     def render(previous: str | None, problem: str | None) -> list[dict[str, Any]]:
         if problem is None:
@@ -420,21 +421,26 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
                 {"role": "user", "content": f"{problem}. Answer the request above again."}]
 
     def validate(answer: str) -> tuple[str | None, str | None]:
-        nonlocal answers
-        answers += 1
         text = answer.strip()
         if not text:
             return None, "the answer is empty"
         if same_work(text, step.content):
             return None, "that is the answer already given; take the step in another way"
-        if code_form and not code_blocks(text) and answers <= meter.budget.max_reasks:
+        problem = check(text) if check is not None else None
+        if problem is not None:
+            return None, problem
+        if code_form and not code_blocks(text):
+            if not prose:
+                prose.append(text)
             return None, ("your instructions ask for a Python code block (```python ... ```) and the answer has none; "
                           "write the message as they ask")
-        problem = check(text) if check is not None else None
-        return (None, problem) if problem is not None else (text, None)
+        return text, None
 
     with plain_text(chat), room(chat, step_room(step)):
-        return ask_valid(chat, render, validate, meter, log, "retake_step", grow=False)
+        text, why = ask_valid(chat, render, validate, meter, log, "retake_step", grow=False)
+    if text is None and prose:
+        return prose[0], None  # asked for its code block and not given it: the agent's work as first written
+    return text, why
 
 
 _ASKS_FOR_CODE = re.compile(r"```python|\bpython code block\b", re.IGNORECASE)
