@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+UV_VERSION=0.13.9
 want=$(cat pyproject.toml setup.py requirements.lock scripts/bootstrap.sh | sha256sum | cut -c1-16)
 have=$(cat .venv/.rootstep-inputs 2>/dev/null || true)
 if [ "$want" = "$have" ] && [ -x .venv/bin/rootstep ]; then
@@ -13,7 +14,11 @@ if [ "$want" = "$have" ] && [ -x .venv/bin/rootstep ]; then
 fi
 echo "[bootstrap] building .venv (inputs $want); the first time takes a few minutes"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-.venv/bin/python -m pip install --progress-bar on -c requirements.lock -e '.[test]'
+.venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel "uv==$UV_VERSION"
+# uv installs the same pins (requirements.lock as constraints) with parallel downloads; pip is the fallback
+if ! .venv/bin/python -m uv pip install --python .venv/bin/python -c requirements.lock -e '.[test]'; then
+  echo "[bootstrap] uv could not install the environment; installing with pip"
+  .venv/bin/python -m pip install --progress-bar on -c requirements.lock -e '.[test]'
+fi
 echo "$want" > .venv/.rootstep-inputs
 echo "[bootstrap] .venv ready"
