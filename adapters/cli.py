@@ -64,8 +64,8 @@ def build_cmd(
     system: Optional[list[Path]] = typer.Option(None, "--system", help="Build these system files' images (only them "
                                                 "unless --framework is given too)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the image's tag exists."),
-    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Images built at once (each build's pip install is "
-                             "mostly one core: two at once took a fresh machine's six images from about 355 s to 200 s)."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Images built at once (each build's offline pip "
+                             "install is mostly one core; one after another, a fresh machine's six took about 355 s)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every line of pip and docker."),
     skip_if_no_docker: bool = typer.Option(
         False, "--skip-if-no-docker", help="Exit 0 with a message when no Docker daemon is reachable (CI)."
@@ -130,4 +130,3 @@ def build_cmd(
         seconds = done[tag][0] if by_tag[tag][0] == name else 0.0
         table.add_row(name, tag, f"{seconds:.1f}")
     console.print(table)
-

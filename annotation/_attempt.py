@@ -405,12 +405,13 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
     stayed open with no replay.
 
     A retake is asked for the form the agent's instructions ask for: when its system prompt asks for a Python
-    code block (`asks_for_code`) and the retake has none, it is re-asked once for it; a last answer still in prose
-    is not: the first prose answer is (the team may work from it; asked again, the 1.5B once answered "Please
-    provide the correct answer so that I can assist you with a code block", the complaint echoed). The main job of 2026-11-28 (GSM8K test-474): the 1.5B in the AG2
-    coder's seat worked out the right 80 in prose; the executor found no code block, the critic wrote code
-    printing another quantity (20), and the replay failed: a correction the team could not run. On test-120
-    (2026-11-25) a prose retake flipped the run: prose is not refused, only asked once more."""
+    code block (`asks_for_code`) and the retake has none, it is re-asked once for it. The main job of 2026-11-28
+    (GSM8K test-474): the 1.5B in the AG2 coder's seat worked out the right 80 in prose; the executor found no
+    code block, the critic wrote code printing another quantity (20), and the replay failed: a correction the
+    team could not run. Prose is not refused: when the re-ask brings no code either, the first prose answer is
+    taken (on test-120, 2026-11-25, a prose retake flipped the run), not the re-ask's, which the 1.5B made an
+    echo of the complaint on test-1101 ("Please provide the correct answer so that I can assist you with a code
+    block") and a restatement of the question on test-474."""
     code_form = asks_for_code(messages)
     prose: list[str] = []  # the first answer that passed every check but had no code block
 
