@@ -85,11 +85,18 @@ def binary_wheels_download(python_version: str, dest: Path, requirements: Path, 
 
 def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
     """Every pin as a wheel for the image's Python, downloaded (or built from source) once into the cache."""
-    from rootstep.sandboxes import stream_command, cache_dir
+    from rootstep.sandboxes import cache_dir, cache_lock
 
     key = hashlib.sha256("\0".join([*spec.requirements, "--", *spec.from_source, spec.base.python_version,
                                     platform.machine()]).encode()).hexdigest()[:16]
     dest = cache_dir() / "wheels" / f"nodeps-{key}"
+    with cache_lock(dest):
+        return _wheelhouse_into(spec, dest, report)
+
+
+def _wheelhouse_into(spec: WheelhouseImageSpec, dest: Path, report: Any) -> Path:
+    from rootstep.sandboxes import stream_command
+
     if (dest / ".complete").exists():
         report.step(f"wheels for {spec.name} are cached ({dest})")
         return dest

@@ -258,10 +258,26 @@ def _build_base(client: Any, spec: BaseSpec, *, report: BuildReporter, force: bo
     return tag
 
 
+_CACHE_LOCKS: dict[Path, threading.Lock] = {}
+_CACHE_LOCKS_GUARD = threading.Lock()
+
+
+def cache_lock(path: Path) -> threading.Lock:
+    """The lock of one cache folder: images built side by side that share their wheels (the aflow and agentprune
+    images have the same pins) download them once, not into the same folder at once."""
+    with _CACHE_LOCKS_GUARD:
+        return _CACHE_LOCKS.setdefault(path.absolute(), threading.Lock())
+
+
 def _download_wheels(spec: ImageSpec, report: BuildReporter) -> Path:
     """Pinned wheels for the image's Python and platform, downloaded once into the cache."""
     key = _digest(*spec.requirements, spec.base.python_version, platform.machine())
     dest = cache_dir() / "wheels" / key
+    with cache_lock(dest):
+        return _download_into(spec, dest, report)
+
+
+def _download_into(spec: ImageSpec, dest: Path, report: BuildReporter) -> Path:
     if (dest / ".complete").exists():
         report.step(f"wheels for {spec.name} are cached ({dest})")
         return dest
