@@ -6,6 +6,7 @@ stored, and a re-run resumes (it skips the stored run)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,14 +81,24 @@ def test_a_stop_that_hangs_is_ended_at_the_deadline(tmp_path):
     assert err.count("stopped by SIGTERM") == 1 and "Run the same command again to resume" in err, err
 
 
-@pytest.mark.docker
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT to the process group"])
-def test_a_stopped_pipeline_ends_its_episodes_and_resumes(tmp_path, docker_sandbox, how):
+@pytest.fixture(scope="module")
+def one_run_stored(tmp_path_factory, docker_sandbox) -> Path:
+    """A warehouse where a first pipeline stored one run; each test stops a second pipeline in its own copy (the
+    first pipeline is the same for both signals: run once, about 30 s of CI)."""
     require_framework_image("ag2")
-    wh = str(tmp_path / "wh")
-    first = _run(_pipeline(wh, 1), _env(tmp_path))
+    home = tmp_path_factory.mktemp("stop-first")
+    wh = home / "wh"
+    first = _run(_pipeline(str(wh), 1), _env(home))
     assert first.returncode == 0, first.stdout + first.stderr
     assert "collected 1 runs (1 new" in first.stdout
+    return wh
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT to the process group"])
+def test_a_stopped_pipeline_ends_its_episodes_and_resumes(tmp_path, one_run_stored, how):
+    wh = str(tmp_path / "wh")
+    shutil.copytree(one_run_stored, wh)
 
     mark, out_file, err_file = tmp_path / "episode-running", tmp_path / "out.txt", tmp_path / "err.txt"
     with out_file.open("w") as stdout, err_file.open("w") as stderr:  # files: a full pipe would block it
