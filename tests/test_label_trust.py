@@ -653,7 +653,7 @@ def test_a_described_fix_is_first_sought_by_retaking_the_step_in_the_agents_seat
 
     assert sent[1] == data["requests"]["1"]  # the coder's own request, as recorded: no reference answer in it
     assert "240" not in json.dumps(sent[1])
-    # its prompt asks for a code block: the prose retake was asked once more for it, and taken the second time
+    # its prompt asks for a code block: the prose retake was asked once more for it and, still prose, the first taken
     assert sent[2][:len(sent[1])] == sent[1] and "ask for a Python code block" in sent[2][-1]["content"]
     fixes = [c for c in replay.calls if c.kind == "fix"]  # its control ran beside it, in another thread
     assert [(c.step, c.new_content) for c in fixes] == [(1, retaken.strip())]
@@ -709,7 +709,8 @@ RETAKE_474_PROSE = "To determine the total number of students at the grade level
 FIX_474_CODE_OBJECT = "{\n  \"mistake_step\": 4,\n  \"mistake_agent\": \"coder\",\n  \"reason\": \"The code output 'Answer: 25.0' is the expected output, but it is not the actual output of the code. The actual output is the result of the code execution, which is 25.0.\",\n  \"suggested_fix\": {\n    \"code\": \"total_students = 80\\n# Calculate the number of students who have a desktop computer\\ndesktop_computers = (3/4) * total_students\\n# Calculate the number of students who do not have a desktop computer\\nnon_desktop_computers = total_students - desktop_computers\\n# Print the result\\nprint(non_desktop_computers)\"\n  }\n}"
 ECHOED_COMPLAINT = ("Your instructions ask for a Python code block (```python ... ```) and the answer has none. Please "
                     "provide the correct answer so that I can assist you with a code block.")  # the 1.5B, test-1101
-RETAKE_474_CODE = "```python\ndesktop_share = 3 / 4\nwithout = 20\nprint(without / (1 - desktop_share))\n```\nAnswer: 80"
+# the 1.5B asked for the code block in the coder's seat (GSM8K test-1101, the same day): the retake replayed and labelled
+RETAKE_1101_CODE = "Sure! Here's a simple Python code block to solve the problem:\n\n```python\n# Given values\ntotal_distance = 52\namber_distance = 8\nmicah_distance = 3.5 * amber_distance\n\n# Calculate Ahito's distance\nahito_distance = total_distance - (amber_distance + micah_distance)\nprint(\"Ahito ran\", ahito_distance, \"miles.\")\n```\n\nWhen you run this code, it will output: \"Ahito ran 16 miles.\""
 
 
 def test_a_retake_keeps_the_code_block_the_agents_instructions_ask_for():
@@ -718,10 +719,10 @@ def test_a_retake_keeps_the_code_block_the_agents_instructions_ask_for():
     task, run = _real_ag2_run("ag2_gsm8k_test-474")
     assert asks_for_code(CODER_474_REQUEST)
     assert not asks_for_code([{"role": "system", "content": "You are the critic of a small team."}])
-    chat, prompts = scripted("retake-code-form", [RETAKE_474_PROSE, RETAKE_474_CODE])
+    chat, prompts = scripted("retake-code-form", [RETAKE_474_PROSE, RETAKE_1101_CODE])
     log: list[Asked] = []
     text, why = retake_step(chat, CODER_474_REQUEST, run.steps[1], Meter(Budget(max_reasks=1)), log)
-    assert (text, why) == (RETAKE_474_CODE, None)
+    assert (text, why) == (RETAKE_1101_CODE, None)
     assert "ask for a Python code block" in prompts[1] and "has none" in prompts[1]
     # asked once more and still without code, the first prose answer is taken: the team may work from it
     # (test-120 flipped so); not the second, which the 1.5B once made an echo of the complaint (GSM8K test-1101)
