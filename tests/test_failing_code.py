@@ -62,9 +62,9 @@ def diag(step: int, agent: str, fix: str) -> str:
     return json.dumps({"mistake_step": step, "mistake_agent": agent, "reason": "the space is kept", "suggested_fix": fix})
 
 
-def test_a_fix_whose_code_fails_the_tests_is_refused_before_its_replay(task, check):
-    run = run_of(task, check, CODER)
-    assert run.verdict is not None and not run.verdict.success
+def replayer(task: Task, check) -> tuple[Any, list[Intervention]]:
+    """A replay callable whose run takes a fix of step 1 as the coder's code (the critic restates nothing), and the
+    interventions it was given."""
     replays: list[Intervention] = []
 
     def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
@@ -72,6 +72,14 @@ def test_a_fix_whose_code_fails_the_tests_is_refused_before_its_replay(task, che
         result = run_of(task, check, i.new_content if i.step == 1 else CODER)
         assert result.verdict is not None
         return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=2))
+
+    return replay, replays
+
+
+def test_a_fix_whose_code_fails_the_tests_is_refused_before_its_replay(task, check):
+    run = run_of(task, check, CODER)
+    assert run.verdict is not None and not run.verdict.success
+    replay, replays = replayer(task, check)
 
     chat, prompts = analyzer("failing-fix", [diag(1, "coder", FIX_LIST), diag(1, "coder", FIX_RIGHT)])
     result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(), verify=check)
@@ -146,13 +154,7 @@ def test_a_retake_whose_code_fails_is_re_asked_in_the_agents_seat_with_the_faili
         return RANKED_DESCRIBED
 
     register_script("retake-failing", fn)
-    replays: list[Intervention] = []
-
-    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
-        replays.append(i)
-        result = run_of(task, check, i.new_content if i.step == 1 else CODER)
-        assert result.verdict is not None
-        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=2))
+    replay, replays = replayer(task, check)
 
     result = find_decisive_step(run, analyzer=Chat("scripted/retake-failing"), replay=replay,
                                 budget=Budget(max_reasks=1), verify=check,
