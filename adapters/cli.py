@@ -97,9 +97,10 @@ def build_cmd(
         raise typer.Exit(2)
     client = docker_client_or_exit(skip_if_no_docker, "frameworks build", "Framework adapter tests")
     reporter = ConsoleReporter(verbose)
+    tags = {name: adapter_class(name)().image_tag() for name in names}
     by_tag: dict[str, list[str]] = {}
     for name in names:
-        by_tag.setdefault(adapter_class(name)().image_tag(), []).append(name)
+        by_tag.setdefault(tags[name], []).append(name)
 
     def size(tag: str) -> int:
         return len(getattr(adapter_class(by_tag[tag][0]).image, "requirements", ()) or ())
@@ -126,7 +127,7 @@ def build_cmd(
         raise typer.Exit(2)
     table = Table("framework", "image", "seconds")
     for name in names:
-        tag = adapter_class(name)().image_tag()
+        tag = tags[name]
         seconds = done[tag][0] if by_tag[tag][0] == name else 0.0
         table.add_row(name, tag, f"{seconds:.1f}")
     console.print(table)
