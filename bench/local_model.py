@@ -31,10 +31,11 @@ synthetic AG2-style run whose coder and critic repeat one code block), rendered 
 (`render_steps(compact=True)`), sent to one 1.5B engine without prompt cache with the same answer length:
 prompt tokens and seconds per call side by side.
 
-The loop guard: agent requests of the warehouse's gateway journal whose answers looped to their token limit
-(else a request known to loop) and some that ended by themselves, each sent to the gateway's 0.5B engine
-with the guard off, then on: seconds per call, tokens generated, how many were cut, and whether each guarded
-answer is a prefix of the unguarded one (it must be: the guard only stops generation early).
+The loop guard: a request known to loop, agent requests of the warehouse's gateway journal whose answers
+looped to their token limit and some that ended by themselves, each sent to one 0.5B engine (one slot, no
+prompt cache: greedy answers repeat) with the guard off, then on: seconds per call, tokens generated, how
+many answers looped, how many were cut, and whether each guarded answer is a prefix of the unguarded one
+(it must be: the guard only stops generation early).
 
 Labels per hour: from a warehouse the main job wrote (`scripts/main.sh`), verified counterfactual and
 fault-injection labels divided by the wall time spent on them (the collected runs' episode seconds plus
@@ -223,12 +224,12 @@ def speculative(warehouse: str, n: int = 3) -> None:
 
 LOOPING_REQUEST = {"messages": [{"role": "user", "content": "Write a poem where every line is 'The sea is blue and the "
                                                           "sky is grey.' Write 40 lines."}], "max_tokens": 1024}
-"""A request the 0.5B answers by repeating one line to its token limit (when a warehouse has no looped call)."""
+"""A request the 0.5B answers by repeating one line to its token limit (measured first, whatever the warehouse)."""
 
 
 def journal_requests(warehouse: str, model: str, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Agent requests to `model` from a warehouse's gateway journal: up to `n` whose answer looped to its token
-    limit, and `n` whose answer ended by itself."""
+    limit (cut by the guard or not), and `n` whose answer ended by itself."""
     from rootstep.gateway._loops import loop_period
 
     looped, ended = [], []
@@ -248,36 +249,44 @@ def journal_requests(warehouse: str, model: str, n: int) -> tuple[list[dict[str,
 
 
 def loop_guard(warehouse: str, n: int = 3) -> None:
-    """The same agent requests with the loop guard on and off: the looping ones are cut early (the kept text is
-    a prefix of the whole answer); the others come out identical at the same speed (the guard streams)."""
+    """The same agent requests with the loop guard off and on, on one engine with one slot and no prompt cache
+    (greedy answers then repeat exactly): the looping ones are cut early (the kept text is a prefix of the whole
+    answer); the others come out identical (the guard streams)."""
     from rootstep.gateway._defaults import DEFAULT_MODEL
-    from rootstep.gateway._local_model import LocalLLM
+    from rootstep.gateway._local_model import StreamedAnswer, chat_body
+    from rootstep.gateway._loops import LoopGuard, loop_period
 
-    name = DEFAULT_MODEL.split("/", 1)[1]
     looped, ended = journal_requests(warehouse, DEFAULT_MODEL, n)
-    source = f"{len(looped)} looped and {len(ended)} ended calls of {warehouse}'s journal"
-    if not looped:
-        looped, source = [LOOPING_REQUEST], source + " (no looped call there: a request known to loop instead)"
-    print(f"\nthe loop guard on {DEFAULT_MODEL} ({source}; greedy, the same requests with the guard on and off):")
-    print(f"{'requests':<9} {'guard':<6} {'calls':>5} {'s/call':>7} {'gen tokens':>11} {'cut':>4} {'prefix of off':>14}")
-    llm, seconds = LocalLLM(), {}
-    for kind, requests in (("looping", looped), ("ending", ended)):
-        answers: dict[int, str] = {}
+    print(f"\nthe loop guard on {DEFAULT_MODEL}: a request known to loop, {len(looped)} calls of {warehouse}'s journal "
+          f"that looped to their limit and {len(ended)} that ended by themselves; greedy, one engine (one slot, no "
+          "prompt cache), each request with the guard off, then on:")
+    print(f"{'requests':<9} {'guard':<6} {'calls':>5} {'s/call':>7} {'gen tokens':>11} {'looped':>7} {'cut':>4} "
+          f"{'prefix of off':>14}")
+    eng = bare_engine(DEFAULT_MODEL.split("/", 1)[1], "none")
+    seconds: dict[tuple[str, str], float] = {}
+    for kind, requests in (("looping", [LOOPING_REQUEST, *looped]), ("ending", ended)):
+        whole: dict[int, str] = {}
         for guard in ("off", "on"):
-            os.environ["ROOTSTEP_LOCAL_LOOP_GUARD"] = "1" if guard == "on" else "0"
             rows = []
             for i, request in enumerate(requests):
+                body = chat_body(request["messages"], {"max_tokens": request["max_tokens"], "temperature": 0, "seed": 0})
                 started = time.perf_counter()
-                out = llm._respond(name, request["messages"], {"max_tokens": request["max_tokens"], "temperature": 0})
-                text = out.choices[0].message.content or ""
-                rows.append((time.perf_counter() - started, out.usage.completion_tokens,
-                             guard == "on" and out.choices[0].finish_reason == "length",
-                             answers.setdefault(i, text).startswith(text)))
+                if guard == "off":
+                    out = eng.chat(body)
+                else:
+                    answer = StreamedAnswer(LoopGuard())
+                    eng.stream(body, lambda chunk, a=answer: (a.add(chunk), a.cut)[1])
+                    out = answer.result()
+                text = out["choices"][0]["message"].get("content") or ""
+                rows.append((time.perf_counter() - started, out["usage"]["completion_tokens"],
+                             out["choices"][0]["finish_reason"] == "length" and bool(loop_period(text)),
+                             guard == "on" and out["choices"][0]["finish_reason"] == "length",
+                             whole.setdefault(i, text).startswith(text)))
             seconds[(kind, guard)] = sum(r[0] for r in rows)
             print(f"{kind:<9} {guard:<6} {len(rows):>5} {seconds[(kind, guard)] / max(len(rows), 1):7.1f} "
-                  f"{sum(r[1] for r in rows) / max(len(rows), 1):11.0f} {sum(r[2] for r in rows):>4} "
-                  f"{sum(r[3] for r in rows):>6} of {len(rows):<5}")
-    os.environ.pop("ROOTSTEP_LOCAL_LOOP_GUARD", None)
+                  f"{sum(r[1] for r in rows) / max(len(rows), 1):11.0f} {sum(r[2] for r in rows):>7} "
+                  f"{sum(r[3] for r in rows):>4} {sum(r[4] for r in rows):>6} of {len(rows):<5}")
+    del eng
     for kind in ("looping", "ending"):
         if seconds.get((kind, "on")):
             print(f"{kind} requests: {seconds[(kind, 'off')] / seconds[(kind, 'on')]:.2f}x faster with the guard")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rootstep.annotation import Budget
+from rootstep.cli import EPHEMERAL_PREFECT_STARTUP_S
 from rootstep.warehouse import Warehouse
 
 from . import _flows_support as S
@@ -233,6 +234,7 @@ def _collect_in_fresh_process(kind: str, warehouse: Path, tmp_path: Path) -> tup
     local cluster started by the runner; returns the process's pid and its report's runs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=EPHEMERAL_PREFECT_STARTUP_S,
                PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
     done = subprocess.run([sys.executable, "-c", _LOCAL_CLUSTER_SCRIPT, str(warehouse), kind], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)

@@ -140,6 +140,24 @@ def test_the_guard_says_loop_at_the_first_chunk_that_completes_one_and_keeps_say
     assert all(said[first:]) and guard.period == len(POEM_LINE)
 
 
+LOOPS = Path(__file__).parent / "fixtures" / "loops"
+
+
+def _kept(answer: str, guard: LoopGuard) -> int:
+    """Characters of `answer` the guard lets through when it arrives 4 characters at a time."""
+    return next((len(guard.text) for i in range(0, len(answer), 4) if guard.feed(answer[i:i + 4])), len(answer))
+
+
+def test_the_0_5bs_real_loops_are_cut_where_they_start_repeating():
+    metagpt = (LOOPS / "metagpt_coder_math500_geometry_229.txt").read_text()  # ran to 4,096 tokens unguarded
+    guard = LoopGuard()
+    assert _kept(metagpt, guard) == 3552 and guard.period == 705 and metagpt.startswith(guard.text)
+    assert _kept(metagpt, LoopGuard(max_period=400)) == len(metagpt)  # the first limits missed its long cycle
+    ag2 = (LOOPS / "ag2_coder_math500_geometry_229.txt").read_text()  # cut by the guard in the run
+    guard = LoopGuard()
+    assert _kept(ag2, guard) > len(ag2) - 4 and guard.period == 199  # the same place again, not earlier
+
+
 def _chunk(content: str | None, *, predicted: int, finish: str | None = None) -> dict:
     """A stream chunk as llama.cpp (xllamacpp) sends it with `timings_per_token`, copied from a real one."""
     return {"choices": [{"finish_reason": finish, "index": 0, "delta": {"content": content}}], "created": 1795884115,
@@ -223,15 +241,15 @@ def test_a_looping_answer_is_cut_as_a_token_limit_would_cut_it(harness, monkeypa
     client = harness.client("loop", "a", timeout=900)
     ask = {"model": "m", "messages": [{"role": "user", "content": "Write a poem where every line is 'The sea is blue "
                                                                   "and the sky is grey.' Write 40 lines."}],
-           "temperature": 0, "max_tokens": 160}
+           "temperature": 0, "max_tokens": 120}
     cut = client.chat.completions.create(**ask)
     streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**ask, stream=True)
                        if c.choices)
     monkeypatch.setenv("ROOTSTEP_LOCAL_LOOP_GUARD", "0")
     whole = client.chat.completions.create(**ask)
-    assert whole.choices[0].finish_reason == "length" and whole.usage.completion_tokens == 160
+    assert whole.choices[0].finish_reason == "length" and whole.usage.completion_tokens == 120
     assert loop_period(whole.choices[0].message.content)  # the model does loop here
-    assert cut.choices[0].finish_reason == "length" and cut.usage.completion_tokens < 160
+    assert cut.choices[0].finish_reason == "length" and cut.usage.completion_tokens < 120
     assert whole.choices[0].message.content.startswith(cut.choices[0].message.content)  # the model's own text
     assert streamed == cut.choices[0].message.content  # streamed to a client, cut at the same token
     assert cut.usage.prompt_tokens == whole.usage.prompt_tokens
