@@ -275,7 +275,7 @@ def loop_guard(warehouse: str, n: int = 3) -> None:
                     out = eng.chat(body)
                 else:
                     answer = StreamedAnswer(LoopGuard())
-                    eng.stream(body, lambda chunk, a=answer: (a.add(chunk), a.cut)[1])
+                    eng.stream(body, answer.take)
                     out = answer.result()
                 text = out["choices"][0]["message"].get("content") or ""
                 rows.append((time.perf_counter() - started, out["usage"]["completion_tokens"],

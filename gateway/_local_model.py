@@ -56,8 +56,8 @@ from litellm import CustomLLM, ModelResponse
 from litellm.llms.custom_llm import CustomLLMError
 
 from ._local_weights import LOCAL_MODELS, LocalModel, WeightsError, local_model
-from ._loops import LoopGuard
 from ._local_weights import gguf_path as _weights_path
+from ._loops import LoopGuard
 
 __all__ = ["LOCAL_MODELS", "LocalLLM", "LocalModel", "engine", "gguf_path", "install_local_provider"]
 
@@ -338,8 +338,8 @@ def _message(result: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, 
     return message, finish, choice.get("logprobs")
 
 
-def loop_guard(params: dict[str, Any]) -> LoopGuard | None:
-    """The guard against a looping answer for a request (None when `ROOTSTEP_LOCAL_LOOP_GUARD=0`)."""
+def loop_guard() -> LoopGuard | None:
+    """A guard against a looping answer (None when `ROOTSTEP_LOCAL_LOOP_GUARD=0`)."""
     return None if os.environ.get("ROOTSTEP_LOCAL_LOOP_GUARD", "1") == "0" else LoopGuard()
 
 
@@ -369,6 +369,11 @@ class StreamedAnswer:
             self.cut = self.cut or bool(self.guard and self.guard.feed(text))
         return text
 
+    def take(self, chunk: dict[str, Any]) -> bool:
+        """`add` as an `Engine.stream` callback: True (stop generating) once the answer loops."""
+        self.add(chunk)
+        return self.cut
+
     @property
     def finish_reason(self) -> str:
         return "length" if self.cut else (self._finish or "stop")
@@ -395,19 +400,14 @@ class LocalLLM(CustomLLM):
 
     def _respond(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
         llm = engine(model)
-        guard = loop_guard(params)
-        if llm.spec.instruct and guard and not params.get("tools") and not params.get("logprobs"):
-            answer = StreamedAnswer(guard)
-
-            def on_chunk(chunk: dict[str, Any]) -> bool:
-                answer.add(chunk)
-                return answer.cut
-
-            llm.stream(chat_body(messages, params), on_chunk)
-            result = answer.result()
-            message, finish, logprobs = _message(result, params)
-        elif llm.spec.instruct:
-            result = llm.chat(chat_body(messages, params))
+        if llm.spec.instruct:
+            body, guard = chat_body(messages, params), loop_guard()
+            if guard and not params.get("tools") and not params.get("logprobs"):  # streamed, to stop a loop early
+                answer = StreamedAnswer(guard)
+                llm.stream(body, answer.take)
+                result = answer.result()
+            else:
+                result = llm.chat(body)
             message, finish, logprobs = _message(result, params)
         else:
             result = llm.complete(base_body(messages, params))
@@ -459,7 +459,7 @@ class LocalLLM(CustomLLM):
         chunks: queue.Queue[Any] = queue.Queue()
         gone = threading.Event()
         done = object()
-        answer = StreamedAnswer(loop_guard(params))
+        answer = StreamedAnswer(loop_guard())
 
         def on_chunk(chunk: dict[str, Any]) -> bool:
             if text := answer.add(chunk):
