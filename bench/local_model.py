@@ -45,7 +45,6 @@ the annotation searches' seconds), per method.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -223,28 +222,30 @@ def speculative(warehouse: str, n: int = 3) -> None:
 # ---------------------------------------------------------------------------------- looping answers
 
 LOOPING_REQUEST = {"messages": [{"role": "user", "content": "Write a poem where every line is 'The sea is blue and the "
-                                                          "sky is grey.' Write 40 lines."}], "max_tokens": 1024}
-"""A request the 0.5B answers by repeating one line to its token limit (measured first, whatever the warehouse)."""
+                                                          "sky is grey.' Write 40 lines."}], "max_tokens": None}
+"""A request the 0.5B answers by repeating one line to its token limit (measured first, whatever the warehouse).
+`max_tokens` None: the gateway's default, as for an agent request that sets none."""
 
 
 def journal_requests(warehouse: str, model: str, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Agent requests to `model` from a warehouse's gateway journal: up to `n` whose answer looped to its token
-    limit (cut by the guard or not), and `n` whose answer ended by itself."""
+    """Agent requests to `model` from a warehouse's gateway journal (read by the gateway's own `Journal`): up to
+    `n` whose answer looped to its token limit (cut by the guard or not), and `n` whose answer ended by itself."""
     from rootstep.gateway._loops import loop_period
+    from rootstep.gateway._recorder import Journal
 
+    root = Path(warehouse, "gateway", "journal")
+    journal = Journal(root) if root.is_dir() else None
     looped, ended = [], []
-    for path in sorted(Path(warehouse, "gateway", "journal").glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("model") != model or record.get("mode") != "live" or not record.get("response"):
-                continue
-            choice = record["response"]["choices"][0]
-            text = (choice.get("message") or {}).get("content") or ""
-            request = {"messages": record["request"]["messages"], "max_tokens": record["request"].get("max_tokens", 1024)}
-            if choice.get("finish_reason") == "length" and loop_period(text):
-                looped.append(request)
-            elif choice.get("finish_reason") == "stop" and len(ended) < n:
-                ended.append(request)
+    for call in (c for run_id in (journal.run_ids() if journal else []) for c in journal.calls(run_id)):
+        if call.model != model or call.mode != "live" or not call.response:
+            continue
+        choice = call.response["choices"][0]
+        text = (choice.get("message") or {}).get("content") or ""
+        request = {"messages": call.request["messages"], "max_tokens": call.request.get("max_tokens")}
+        if choice.get("finish_reason") == "length" and loop_period(text):
+            looped.append(request)
+        elif choice.get("finish_reason") == "stop" and len(ended) < n:
+            ended.append(request)
     return looped[:n], ended
 
 
