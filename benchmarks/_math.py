@@ -205,11 +205,13 @@ def call_with_timeout(fn: Callable[[], T], seconds: float) -> T:
 
 
 def sympy_equal(a: str, b: str, *, timeout: float = 5.0, rel_tol: float = 1e-9) -> tuple[bool, str]:
-    """(equal, how) for two normalised answers; `how` says what decided it."""
+    """(equal, how) for two normalised answers; `how` says what decided it. The timeout bounds the
+    comparison, not sympy's import: the first import takes seconds on a loaded machine, and a right answer
+    must not be judged wrong because the verifier was the first to need sympy."""
+    import sympy
+    import sympy.parsing.sympy_parser  # noqa: F401 - loaded here, outside the comparison's time limit
 
     def compare() -> tuple[bool, str]:
-        import sympy
-
         ea, eb = to_sympy(a), to_sympy(b)
         if ea.is_number and eb.is_number:
             va, vb = complex(sympy.N(ea, 30)), complex(sympy.N(eb, 30))

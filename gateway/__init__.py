@@ -35,6 +35,7 @@ _EXPORTS = {
     "RunContext": "_context",
     "CallMeta": "_gateway",
     "Gateway": "_gateway",
+    "RunEnded": "_gateway",
     "RunStats": "_gateway",
     "UnknownRun": "_gateway",
     "UnattributedRequest": "_gateway",
@@ -74,7 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._cache import ResponseCache
     from ._context import GatewayMode, RunContext
     from ._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, DEFAULT_SCORER_MODEL
-    from ._gateway import CallMeta, Gateway, RunStats, UnattributedRequest, UnknownRun
+    from ._gateway import CallMeta, Gateway, RunEnded, RunStats, UnattributedRequest, UnknownRun
     from ._hashing import canonical_request, redact, request_hash, scrub
     from ._local_model import LocalLLM, engine, gguf_path, install_local_provider
     from ._gguf import GGUFError, gguf_metadata
@@ -104,6 +105,7 @@ __all__ = [
     "ReplayPlan",
     "ResponseCache",
     "RunContext",
+    "RunEnded",
     "RunStats",
     "Script",
     "ScriptedLLM",

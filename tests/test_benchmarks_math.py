@@ -163,3 +163,31 @@ def test_an_answer_line_written_as_a_sentence_is_read_for_its_value() -> None:
     assert verify(task, "Answer: 15 cm^2").success  # a unit with an exponent, as the truth's own
     assert not verify(task, "Answer: The area of the shaded triangle is 16 square centimeters.").success
     assert not verify(task, "Answer: the area is not 15").success  # words after the verb: not a value
+
+
+SLOW_SYMPY_IMPORT = '''
+import sys, time
+from importlib.abc import MetaPathFinder
+
+class SlowSympy(MetaPathFinder):
+    """sympy's first import as slow as on a machine busy with other work."""
+    def find_spec(self, name, path=None, target=None):
+        if name == "sympy":
+            time.sleep(12)
+        return None
+
+sys.meta_path.insert(0, SlowSympy())
+from rootstep.benchmarks._math import sympy_equal
+print(sympy_equal("0.5", "(1)/(2)", timeout=8.0))
+'''
+
+
+def test_a_slow_first_import_of_sympy_is_not_counted_against_the_comparison() -> None:
+    """The timeout bounds the comparison only: before, the first comparison of a process (under load, where
+    importing sympy took over 5 s) timed out and a right answer was judged wrong."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SLOW_SYMPY_IMPORT], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("(True, 'numeric"), done.stdout

@@ -1,9 +1,11 @@
-"""Faults: provider errors and timeouts, retries, bad requests, unknown runs, a gateway restart with a
-torn journal line, and the API key that must never reach a row, a log line or an error message."""
+"""Faults: provider errors and timeouts, retries, bad requests, unknown runs, a run that ends with a call in
+flight, a gateway restart with a torn journal line, and the API key that must never reach a row, a log line or an error message."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import litellm
 import openai
@@ -11,7 +13,7 @@ import pytest
 from litellm import CustomLLM, ModelResponse
 from litellm.llms.custom_llm import CustomLLMError
 
-from rootstep.gateway import RunContext, register_provider, register_script
+from rootstep.gateway import RunContext, Script, register_provider, register_script
 
 from ._gateway_support import Harness
 
@@ -73,6 +75,51 @@ def test_streaming_provider_error_is_an_error_event_and_row(h):
             pass
     (row,) = h.gateway.calls("f4")
     assert row.error is not None and "bad prompt" in row.error
+
+
+def test_a_run_that_ends_stops_its_call_in_flight_and_journals_nothing(h):
+    """An episode cut by its time limit unregisters its run while an agent's call is still being answered: the
+    provider call is cancelled (a local model stops generating), the client gets 410, nothing is journaled."""
+    register_script("slow-end", Script(responses=["too late"], latency_s=600))
+    h.gateway.register(RunContext(run_id="e1", model="scripted/slow-end"))
+    outcome: dict[str, object] = {}
+
+    def ask() -> None:
+        try:
+            h.client("e1", "a", timeout=600).chat.completions.create(model="m", messages=ASK)
+        except openai.APIStatusError as exc:
+            outcome["error"] = exc
+
+    caller = threading.Thread(target=ask)
+    caller.start()
+    deadline = time.monotonic() + 120  # a bound for a slow machine; the loop ends once the call is in flight
+    while not h.gateway.run("e1").in_flight and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert h.gateway.run("e1").in_flight, "the call never reached the provider"
+    stats = h.gateway.unregister("e1")
+    caller.join(120)  # far less than the script's 600 s: the call was stopped, not waited for
+    assert not caller.is_alive()
+    error = outcome["error"]
+    assert isinstance(error, openai.APIStatusError) and error.status_code == 410 and "ended" in str(error)
+    assert stats.cancelled == 1 and stats.aborted == 0 and stats.live == 0
+    assert h.gateway.calls("e1") == []
+
+
+def test_a_run_ended_just_before_its_call_reaches_the_provider_never_calls_it(h, monkeypatch):
+    """The race: the run ends (another thread) after the call found its run, before the provider is called."""
+    script = register_script("never", ["not asked"])
+    h.gateway.register(RunContext(run_id="e2", model="scripted/never"))
+    provider_body = h.gateway._provider_body
+
+    def run_ends_now(run, agent, body):
+        h.gateway.unregister("e2")
+        return provider_body(run, agent, body)
+
+    monkeypatch.setattr(h.gateway, "_provider_body", run_ends_now)
+    with pytest.raises(openai.APIStatusError) as refused:
+        h.client("e2", "a").chat.completions.create(model="m", messages=ASK)
+    assert refused.value.status_code == 410
+    assert script.calls == 0 and h.gateway.journal.calls("e2") == []
 
 
 def test_malformed_requests_and_unknown_runs(h):

@@ -192,6 +192,15 @@ def test_an_answer_that_ends_by_itself_keeps_its_finish_and_the_streams_usage():
     assert answer.usage == {"completion_tokens": 9, "prompt_tokens": 41, "total_tokens": 50}
 
 
+def test_a_stopped_answer_stops_at_the_next_token_and_keeps_what_it_had():
+    stop = threading.Event()
+    answer = StreamedAnswer(None, stop)
+    assert answer.take(_chunk("2 plus 3", predicted=1)) is False
+    stop.set()  # its call was cancelled: no one will read the rest
+    assert answer.take(_chunk(" equals", predicted=2)) is True
+    assert answer.result()["choices"][0]["message"]["content"] == "2 plus 3 equals"
+
+
 # ----------------------------------------------------------------------------------- the real model
 
 @pytest.fixture
@@ -253,6 +262,47 @@ def test_a_looping_answer_is_cut_as_a_token_limit_would_cut_it(harness, monkeypa
     assert whole.choices[0].message.content.startswith(cut.choices[0].message.content)  # the model's own text
     assert streamed == cut.choices[0].message.content  # streamed to a client, cut at the same token
     assert cut.usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+@pytest.mark.realmodel
+def test_a_cancelled_call_stops_the_engine_generating(monkeypatch):
+    """An episode cut by its time limit cancels its calls in flight (Gateway.unregister): the local model's
+    generation stops at its next token instead of running on to max_tokens for no one."""
+    import asyncio
+
+    pytest.importorskip("xllamacpp")
+    from rootstep.gateway import _local_model
+    from rootstep.gateway._local_model import LocalLLM
+
+    monkeypatch.setenv("ROOTSTEP_LOCAL_LOOP_GUARD", "0")  # only the cancellation may stop it
+    started, answers = threading.Event(), []
+
+    class Watched(StreamedAnswer):
+        def take(self, chunk):
+            started.set()
+            stopping = super().take(chunk)
+            if stopping:
+                answers.append(self)
+            return stopping
+
+    monkeypatch.setattr(_local_model, "StreamedAnswer", Watched)
+    ask = [{"role": "user", "content": "Write a poem where every line is 'The sea is blue and the sky is grey.' "
+                                      "Write 200 lines."}]
+
+    async def cancelled_call() -> None:
+        call = asyncio.ensure_future(LocalLLM().acompletion(
+            "qwen2.5-coder-0.5b", ask, None, None, None, None, None, None, None,
+            {"temperature": 0, "max_tokens": 2000}))
+        while not started.is_set():
+            await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    asyncio.run(cancelled_call())  # returns once the engine's thread is done (the loop's executor is joined)
+    (answer,) = answers
+    assert answer.stop is not None and answer.stop.is_set() and not answer.cut
+    assert 0 < answer.usage["completion_tokens"] < 2000
 
 
 @pytest.mark.realmodel
