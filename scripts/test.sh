@@ -10,4 +10,4 @@ scripts/sandbox-prereqs.sh
 scripts/browser-prereqs.sh
 .venv/bin/rootstep sandbox build --skip-if-no-docker
 .venv/bin/rootstep frameworks build --skip-if-no-docker
-.venv/bin/python -m pytest -n "${ROOTSTEP_TEST_WORKERS:-2}" --dist loadfile "$@"
+.venv/bin/python -m pytest -n "${ROOTSTEP_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
