@@ -181,7 +181,10 @@ class Gateway:
             in_flight = [task for task in run.in_flight if not task.done()]
         run.stats.cancelled += len(in_flight)
         for task in in_flight:
-            task.get_loop().call_soon_threadsafe(task.cancel)
+            try:
+                task.get_loop().call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # its loop is closed (the server stopped): nothing runs there any more
+                pass
         if in_flight:
             log.info("run %s ended with %d call(s) in flight: cancelled", run_id, len(in_flight))
         return run.stats
