@@ -371,10 +371,15 @@ class StreamedAnswer:
             self.cut = self.cut or bool(self.guard and self.guard.feed(text))
         return text
 
-    def take(self, chunk: dict[str, Any]) -> bool:
-        """`add` as an `Engine.stream` callback: True (stop generating) once the answer loops or `stop` is set."""
-        self.add(chunk)
+    @property
+    def stopping(self) -> bool:
+        """Generation should stop: the answer loops, or `stop` is set."""
         return self.cut or bool(self.stop and self.stop.is_set())
+
+    def take(self, chunk: dict[str, Any]) -> bool:
+        """`add` as an `Engine.stream` callback: True (stop generating) once `stopping`."""
+        self.add(chunk)
+        return self.stopping
 
     @property
     def finish_reason(self) -> str:
@@ -470,14 +475,14 @@ class LocalLLM(CustomLLM):
             yield from self._whole(self._respond(model, messages, params))
             return
         chunks: queue.Queue[Any] = queue.Queue()
-        gone = threading.Event()
+        stop = stop or threading.Event()
         done = object()
-        answer = StreamedAnswer(loop_guard())
+        answer = StreamedAnswer(loop_guard(), stop)
 
         def on_chunk(chunk: dict[str, Any]) -> bool:
             if text := answer.add(chunk):
                 chunks.put(text)
-            return gone.is_set() or answer.cut or bool(stop and stop.is_set())
+            return answer.stopping
 
         def produce() -> None:
             try:
@@ -497,7 +502,7 @@ class LocalLLM(CustomLLM):
             yield {"text": "", "is_finished": True, "finish_reason": answer.finish_reason, "index": 0,
                    "tool_use": None, "usage": answer.usage}
         finally:
-            gone.set()  # a consumer that stops early stops the generation at the next token
+            stop.set()  # a consumer that stops early stops the generation at the next token
 
     def streaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose, encoding,
                   api_key, logging_obj, optional_params, *args, **kwargs) -> Iterator[dict[str, Any]]:
