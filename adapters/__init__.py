@@ -12,7 +12,7 @@ framework inside its own pinned sandbox image (`rootstep frameworks build`). See
 Your own program runs as a framework from a system file (`use_systems`, `--system FILE`,
 `rootstep.adapters._command`; docs/your-system.md); pip-installed plugins add adapters, verifiers and
 benchmarks through entry points (`rootstep.adapters._plugins`); every adapter is in `ADAPTERS` (a
-`rootstep.Registry`: origin, load errors).
+`rootstep.model.Registry`: origin, load errors).
 Importing this package is light: an adapter's module is imported when it is first asked for.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rootstep import Registry, lazy_exports
+from rootstep.model import Registry, lazy_exports
 
 if TYPE_CHECKING:
     from rootstep.adapters._visible_tests import visible_tests

@@ -36,7 +36,7 @@ from rootstep.adapters._visible_tests import visible_tests
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
 from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 OPENAI_VERSION = OPENAI2_VERSION
 

@@ -40,7 +40,7 @@ from rootstep.adapters._visible_tests import visible_tests
 from rootstep.adapters.base import Adapter, with_reads
 from rootstep.prompts import render
 from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec
-from rootstep.warehouse import Task, Trajectory
+from rootstep.model import Task, Trajectory
 
 OPENAI_VERSION = OPENAI2_VERSION
 

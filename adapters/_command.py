@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from rootstep.adapters._system import SystemFileError, SystemSpec
 from rootstep.adapters.base import Adapter, AdapterError, EpisodeTimedOut, _digest
-from rootstep.warehouse import LLMCall, Step, SystemRef, Task
+from rootstep.model import LLMCall, Step, SystemRef, Task
 
 DRIVER = "command_driver.py"
 

@@ -23,7 +23,7 @@ from typing import Any
 from rootstep.adapters._images import METAGPT_IMAGE, WheelhouseBuilt
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
-from rootstep.warehouse import Step, Task
+from rootstep.model import Step, Task
 
 
 class MetaGPTAdapter(WheelhouseBuilt, Adapter):

@@ -32,7 +32,7 @@ from rootstep.adapters._images import WheelhouseBuilt, WheelhouseImageSpec
 from rootstep.sandboxes import AGENT_COMPUTE
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 OWL_IMAGE = WheelhouseImageSpec(
     name="fw-owl",

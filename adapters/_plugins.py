@@ -5,7 +5,7 @@ A package registers an adapter through an entry point (in its pyproject.toml):
     [project.entry-points."rootstep.adapters"]
     my-team = "my_pkg.adapter:MyTeamAdapter"        # an Adapter subclass, or a system file's path (str)
 
-Loaded on first use of the adapter registry (`rootstep.adapters.ADAPTERS`, a `rootstep.Registry`, which
+Loaded on first use of the adapter registry (`rootstep.adapters.ADAPTERS`, a `rootstep.model.Registry`, which
 keeps each adapter's origin and each plugin's load error). System files named by `$ROOTSTEP_SYSTEMS`
 (os.pathsep-separated, set by `--system`) are registered the same way, so flow workers and deployments
 started from a `--system` command know them; one that does not load is recorded under its path.
@@ -18,7 +18,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rootstep import Origin, Registry, plugin_errors
+from rootstep.model import Origin, Registry, plugin_errors
 from rootstep.adapters._system import SYSTEMS_ENV
 
 if TYPE_CHECKING:

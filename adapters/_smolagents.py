@@ -19,7 +19,7 @@ from typing import Any
 from rootstep.adapters._images import SMOLAGENTS_IMAGE
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 # smolagents' executor refuses imports outside its base list (collections, itertools, math, re, random, ...)
 # and these: the standard-library modules the coding benchmarks' own prompts and reference solutions import

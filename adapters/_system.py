@@ -28,7 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rootstep.warehouse.errors import RootstepError
+from rootstep.model import RootstepError
 
 SYSTEMS_ENV = "ROOTSTEP_SYSTEMS"
 """Environment variable: system files (os.pathsep-separated) every rootstep process registers, so flow
@@ -184,7 +184,7 @@ class SystemSpec(BaseModel):
 
 
 def _builtin_names() -> set[str]:
-    from rootstep import Origin
+    from rootstep.model import Origin
     from rootstep.adapters import ADAPTERS
 
     return set(ADAPTERS.names(Origin.BUILTIN))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import doctest
 
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 
 def _is_expression(source: str) -> bool:

@@ -47,10 +47,20 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 from pydantic import TypeAdapter, ValidationError
 
 from rootstep.benchmarks import mark_suspect
-from rootstep.warehouse import (Intervention, LLMCall, Recording, ReplayProvenance, Step, SystemRef, Task, Trajectory,
-                                Verdict)
-from rootstep.warehouse.errors import RootstepError
-from rootstep.warehouse import StepKind, TaskKind
+from rootstep.model import (
+    Intervention,
+    LLMCall,
+    Recording,
+    ReplayProvenance,
+    RootstepError,
+    Step,
+    StepKind,
+    SystemRef,
+    Task,
+    TaskKind,
+    Trajectory,
+    Verdict,
+)
 
 from ._drivers._episode import MARKER, DriverOutput, DriverStep
 

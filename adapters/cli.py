@@ -32,9 +32,9 @@ def list_cmd(
 ) -> None:
     """Each adapter: where it comes from (built in, a plugin, a system file), package and version, image tag
     and whether it is built, agents, task kinds; then any plugin or system file that did not load."""
-    from rootstep import plugin_errors
+    from rootstep.model import plugin_errors
     from rootstep.adapters import ADAPTERS, use_systems
-    from rootstep.warehouse.errors import RootstepError
+    from rootstep.model import RootstepError
 
     out = Console(width=None if sys.stdout.isatty() else 200)
     if system:
@@ -81,7 +81,7 @@ def build_cmd(
     from rootstep.sandboxes.cli import ConsoleReporter, docker_client_or_exit
 
     from rootstep.adapters import use_systems
-    from rootstep.warehouse.errors import RootstepError
+    from rootstep.model import RootstepError
 
     systems: list[str] = []
     if system:

@@ -11,7 +11,7 @@ Public face:
   `Corruption`, `InjectionAttempt`, `InjectionMode`.
 - `programmatic_perturbations` and the perturbations in `PERTURBATIONS` (no LLM needed).
 - `Budget` (limits per label: the search's own work, and an outer wall clock), `Meter` (what a search spent, in
-  `rootstep.warehouse.Usage`, and the limit that cut it: `Cut`, `SearchStats`), `ReplayOutcome`
+  `rootstep.model.Usage`, and the limit that cut it: `Cut`, `SearchStats`), `ReplayOutcome`
   (what a replay callable reports: its `Usage`, a divergence or an error), `ReplayFn`, and
   `adapter_replay(adapter, trajectory)`, the `ReplayFn` over a framework adapter's `replay`.
 - `Asked`, `with_transcript`: the analyzer's / perturber's calls, kept on the annotation as evidence.

@@ -21,13 +21,23 @@ from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence, Type
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.warehouse import (Annotation, Asked, Intervention, LLMCall, Replay, ReplayPurpose, Step, Trajectory,
-                                Usage, Verdict)
+from rootstep.model import (
+    Annotation,
+    Asked,
+    Intervention,
+    LLMCall,
+    Replay,
+    ReplayPurpose,
+    Step,
+    Trajectory,
+    Usage,
+    Verdict,
+    match_agent,
+)
 
 from ._budget import Meter
 from ._confidence import Effect, effect
 from rootstep.benchmarks import code_blocks
-from rootstep.tracers import match_agent
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.warehouse import Usage
+from rootstep.model import Usage
 
 
 class Budget(BaseModel):

@@ -47,8 +47,7 @@ from rootstep.benchmarks import (
     verify_quietly,
 )
 from rootstep.prompts import render, render_steps
-from rootstep.tracers import match_agent
-from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict
+from rootstep.model import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict, match_agent
 
 from ._attempt import (
     Asked,

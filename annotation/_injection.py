@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rootstep.benchmarks import final_answer_span
 from rootstep.benchmarks import RunProgram, Verify, code_key, gives_answer, is_suspect, planted_answer
 from rootstep.prompts import render, render_steps
-from rootstep.warehouse import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Usage, Verdict
+from rootstep.model import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Usage, Verdict
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,

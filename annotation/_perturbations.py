@@ -27,8 +27,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from rootstep import Registry
-from rootstep.warehouse import Step, Trajectory
+from rootstep.model import Registry, Step, Trajectory
 
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w.])")

@@ -221,7 +221,7 @@ class Ledger:
     def program(self, run_id: str, task: SimTask, force: dict[int, str] | None = None) -> tuple[list[Any], int | None]:
         """One episode: the steps and the final value. `force` replaces a step's call by given content
         (the naive baseline's intervention, with no recording to serve from)."""
-        from rootstep.warehouse import Step
+        from rootstep.model import Step
 
         messages: list[dict[str, Any]] = [{"role": "system", "content": f"You are a team of calculators. {task.question}"}]
         steps, value = [], task.start
@@ -250,7 +250,7 @@ class Ledger:
         return steps, value
 
     def trajectory(self, task: SimTask, steps: list[Any], value: int | None, run_id: str, parent: str | None = None):
-        from rootstep.warehouse import Recording, Task, Trajectory, Verdict
+        from rootstep.model import Recording, Task, Trajectory, Verdict
 
         verdict = Verdict(success=value == task.truth, score=float(value == task.truth),
                           details={"expected": task.truth, "got": value})

@@ -162,7 +162,7 @@ def speculative_requests(warehouse: str, n: int = 3) -> dict[str, list[dict[str,
     turns."""
     from rootstep.benchmarks import load_tasks
     from rootstep.prompts import render
-    from rootstep.warehouse import Step
+    from rootstep.model import Step
 
     rewrite = []
     for task in load_tasks("mbpp", limit=n, seed=3):
@@ -299,7 +299,7 @@ def loop_guard(warehouse: str, n: int = 3) -> None:
 def _synthetic_failure() -> Any:
     """An AG2-style failed run (coder, executor, critic) whose coder and critic restate one code block."""
     from rootstep.benchmarks import load_tasks
-    from rootstep.warehouse import Step, Trajectory, Verdict
+    from rootstep.model import Step, Trajectory, Verdict
 
     task = load_tasks("gsm8k", limit=1, seed=11)[0]
     code = "```python\n" + "\n".join(f"step_{i} = {i} * 12  # part {i} of the computation" for i in range(12)) + \

@@ -23,7 +23,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rootstep.warehouse import Annotation, Step, Trajectory, Verdict, Warehouse
+from rootstep.model import Annotation, Step, Trajectory, Verdict
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse._schemas import SCHEMAS, annotation_row, run_row, step_rows
 
 FRAMEWORKS = ["ag2", "smolagents", "metagpt"]

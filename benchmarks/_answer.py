@@ -28,7 +28,7 @@ from typing import Collection, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from rootstep.warehouse import Step, Task
+from rootstep.model import Step, Task
 
 SpanMethod = Literal["boxed", "answer_line", "answer_phrase", "whole", "last_line"]
 

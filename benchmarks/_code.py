@@ -27,7 +27,7 @@ import secrets
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from rootstep.warehouse import Task, Verdict
+from rootstep.model import Task, Verdict
 
 from ._errors import BenchmarkError
 from ._registry import verifier

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 from ._catalog import catalog
 from ._loaders import read_json_array, read_jsonl, require

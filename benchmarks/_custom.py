@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rootstep.warehouse import Task, TaskKind
+from rootstep.model import Task, TaskKind
 
 from ._errors import BenchmarkError, ValidationError
 from ._loaders import jsonl_objects

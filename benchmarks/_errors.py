@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rootstep.warehouse import InputError, RootstepError
+from rootstep.model import InputError, RootstepError
 
 __all__ = ["BenchmarkError", "InputError"]
 

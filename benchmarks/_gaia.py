@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import string
 
-from rootstep.warehouse import Task, Verdict
+from rootstep.model import Task, Verdict
 
 from ._registry import verifier
 

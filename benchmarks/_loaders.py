@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from rootstep.warehouse import InputError, Task
+from rootstep.model import InputError, Task
 
 from ._catalog import catalog
 from ._registry import BenchmarkInfo, benchmark

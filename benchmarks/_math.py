@@ -23,7 +23,7 @@ import signal
 import threading
 from typing import Any, Callable, TypeVar
 
-from rootstep.warehouse import Task, Verdict
+from rootstep.model import Task, Verdict
 
 from ._answer import braced, final_answer_span, last_boxed
 from ._registry import verifier

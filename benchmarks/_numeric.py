@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rootstep.warehouse import Task, Verdict
+from rootstep.model import Task, Verdict
 
 from ._answer import answer_spans, without_code
 from ._registry import verifier

@@ -5,7 +5,7 @@
     [project.entry-points."rootstep.benchmarks"]
     my-bench = "my_pkg.bench:BENCHMARK"             # (BenchmarkInfo, loader), or a module that registers it
 
-Each group is loaded on first use of its registry (`VERIFIERS`, `BENCHMARKS`, `rootstep.Registry`); a
+Each group is loaded on first use of its registry (`VERIFIERS`, `BENCHMARKS`, `rootstep.model.Registry`); a
 plugin that fails is recorded with the reason and the rest keep working. These check what an entry point
 loaded and turn it into the registry's value.
 """

@@ -12,7 +12,7 @@ import string
 from collections import Counter
 from typing import Literal
 
-from rootstep.warehouse import Task, Verdict
+from rootstep.model import Task, Verdict
 
 from ._answer import final_answer_span
 from ._registry import verifier

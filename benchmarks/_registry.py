@@ -1,5 +1,5 @@
 """Registries: verifiers (the success function Omega) by name (`VERIFIERS`), and benchmarks (task sets) by
-name (`BENCHMARKS`), each a `rootstep.Registry` (origin, entry-point plugins, load errors).
+name (`BENCHMARKS`), each a `rootstep.model.Registry` (origin, entry-point plugins, load errors).
 
 A verifier is a plain function `fn(answer, task, **options) -> Verdict`, registered with `@verifier`.
 Code verifiers also take `sandbox=` (a `rootstep.sandboxes.Sandbox`). A benchmark is a `BenchmarkInfo`
@@ -16,8 +16,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from rootstep import Registry
-from rootstep.warehouse import Task, TaskKind, Verdict
+from rootstep.model import Registry, Task, TaskKind, Verdict
 
 from ._errors import BenchmarkError
 

@@ -23,7 +23,7 @@ import ast
 import re
 from typing import Any, Callable, Sequence
 
-from rootstep.warehouse import Step, Task, Verdict
+from rootstep.model import Step, Task, Verdict
 
 from ._answer import _bare_answer_line, answer_spans
 from ._code import extract_code

@@ -52,7 +52,7 @@ def _parse_slice(text: Optional[str]) -> tuple[Optional[int], Optional[int]]:
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="One JSON object per benchmark.")) -> None:
     """Each benchmark with its task count (or `missing` when its data file is absent), verifier and licence."""
     from rootstep.benchmarks import count_tasks, list_benchmarks
-    from rootstep.warehouse import RootstepError
+    from rootstep.model import RootstepError
 
     try:
         rows = [(info, count_tasks(info.name)) for info in list_benchmarks()]
@@ -91,7 +91,7 @@ def show_cmd(
 ) -> None:
     """A few tasks of a benchmark: id, prompt, ground truth, verifier and metadata keys."""
     from rootstep.benchmarks import load_tasks
-    from rootstep.warehouse import RootstepError
+    from rootstep.model import RootstepError
 
     start, stop = _parse_slice(slice_)
     try:
@@ -124,7 +124,7 @@ def add_cmd(
     """Validate FILE and copy it into the user registry (ROOTSTEP_BENCHMARKS_DIR, or
     <warehouse>/benchmarks, or ~/.local/share/rootstep/benchmarks)."""
     from rootstep.benchmarks import add_benchmark
-    from rootstep.warehouse import RootstepError
+    from rootstep.model import RootstepError
 
     try:
         info, count = add_benchmark(name, file, verifier.value, licence=licence, force=force)

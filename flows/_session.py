@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.warehouse import LLMCall, Warehouse
+from rootstep.model import LLMCall
+from rootstep.warehouse import Warehouse
 
 from ._scheduler import Scheduler
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, Iterator, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.warehouse import Annotation, LLMCall, Replay, Trajectory
+from rootstep.model import Annotation, LLMCall, Replay, Trajectory
 
 from ._session import Session, Stopped
 

@@ -34,7 +34,7 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from rootstep.benchmarks import is_suspect, sandbox_runner, suspect_reason
-from rootstep.warehouse import Annotation, Evidence, LLMCall, Step, Trajectory, Usage
+from rootstep.model import Annotation, Evidence, LLMCall, Step, Trajectory, Usage
 
 from rootstep.annotation import (
     Budget,

@@ -177,7 +177,7 @@ def with_systems(framework: Optional[list[str]], system: Optional[list[str]], *,
     from rich.markup import escape
 
     from rootstep.adapters import use_systems
-    from rootstep.warehouse.errors import RootstepError
+    from rootstep.model import RootstepError
 
     if not system:
         return check_frameworks(framework)
@@ -197,7 +197,7 @@ def build_systems(names: list[str]) -> None:
 
     from rootstep.adapters import adapter_class
     from rootstep.sandboxes import SandboxUnavailableError
-    from rootstep.warehouse.errors import RootstepError
+    from rootstep.model import RootstepError
 
     try:
         from rootstep.sandboxes import docker_client
@@ -266,12 +266,12 @@ def _causality(controls: int, repeats: int, min_confidence: float = 0.0) -> Any:
 
 
 def _run_flows(run: Any) -> Any:
-    """Run `run()` so that SIGINT / SIGTERM stop it (`rootstep.flows._stop`), turning a missing runner
+    """Run `run()` so that SIGINT / SIGTERM stop it (`rootstep._stop`), turning a missing runner
     package into a clear error."""
     from rich.markup import escape
 
     from rootstep.flows._runner import RunnerUnavailable
-    from rootstep.flows._stop import run_stoppable
+    from rootstep import run_stoppable
 
     try:
         return run_stoppable(run)
@@ -436,7 +436,8 @@ def _recorded_runs(prefixes: list[str], warehouse: Optional[str]) -> list[str]:
     without its recorded LLM calls there is nothing to replay."""
     from rich.markup import escape
 
-    from rootstep.warehouse import RootstepError, Warehouse, default_location
+    from rootstep.model import RootstepError
+    from rootstep.warehouse import Warehouse, default_location
 
     wh = Warehouse(warehouse or default_location())
     ids = []

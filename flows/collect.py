@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 from ._remote import worker_id
 from ._runner import Runner, open_runner

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 from rootstep.annotation import Budget, InjectionMode
 from ._runner import Runner, start_cluster

@@ -22,7 +22,7 @@ _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from typing import TYPE_CHECKING
 
-from rootstep import lazy_exports
+from rootstep.model import lazy_exports
 
 # Lazy public face: `rootstep --help` and `rootstep.gateway.cli` must not pay for importing
 # litellm (seconds); each name loads its module on first use.

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rootstep.warehouse import canonical_json
+from rootstep.model import canonical_json
 
 from ._hashing import canonical_request
 

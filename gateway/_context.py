@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from rootstep.warehouse import Intervention, LLMCall
+from rootstep.model import Intervention, LLMCall
 
 GatewayMode = Literal["record", "replay"]
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
 
-from rootstep.warehouse import LLMCall, Usage
+from rootstep.model import LLMCall, Usage
 
 from ._cache import ResponseCache, cacheable
 from ._chunks import to_chunks
@@ -31,7 +31,8 @@ from ._recorder import Journal
 from ._replay import ReplayDivergence, ReplayPlan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rootstep.warehouse import CallPurpose, Warehouse, WriteReport
+    from rootstep.model import CallPurpose
+    from rootstep.warehouse import Warehouse, WriteReport
 
 log = logging.getLogger("rootstep.gateway")
 

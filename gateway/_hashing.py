@@ -15,7 +15,7 @@ import hashlib
 import re
 from typing import Any
 
-from rootstep.warehouse import canonical_json
+from rootstep.model import canonical_json
 
 SECRET_KEYS = frozenset(
     {"api_key", "apikey", "authorization", "proxy-authorization", "x-api-key", "api-key", "headers", "extra_headers"}

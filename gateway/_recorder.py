@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from rootstep.warehouse import LLMCall
+from rootstep.model import LLMCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from rootstep.warehouse import Warehouse, WriteReport

@@ -18,7 +18,7 @@ import json
 import threading
 from typing import Any, Literal
 
-from rootstep.warehouse import Intervention, LLMCall
+from rootstep.model import Intervention, LLMCall
 
 from ._chunks import openai_tool_call
 from ._hashing import canonical_request

@@ -27,7 +27,7 @@ from typing import Any, get_args
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from rootstep.warehouse import CallPurpose
+from rootstep.model import CallPurpose
 
 from ._chunks import SSE_DONE, sse
 from ._context import DEFAULT_MODEL, RunContext

@@ -12,7 +12,7 @@ import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rootstep.warehouse import Trajectory
+    from rootstep.model import Trajectory
 
 MIN_STEP_CHARS = 40
 """The least a cut text keeps (a step's content or its observation), whatever the budget."""

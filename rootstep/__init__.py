@@ -1,26 +1,15 @@
 """rootstep: who/when failure annotation for LLM multi-agent trajectories.
 
-The package root holds what every stage may use (`lazy_exports`, `progress_bar`, `Registry`, the one registry
-type of every stage, with its entry-point plugins) and the CLI
-(`rootstep.cli`), which mounts each stage's commands.
+The package root is the roof: the command line (`rootstep.cli`, which mounts each stage's commands), its
+shared options and rendering, and `progress_bar` and `run_stoppable` for the stages' commands. The stages
+live below it in their own folders (`rootstep.<stage>`) and stand on `rootstep.model` (the shared types,
+errors, `Registry`, `lazy_exports`); no stage imports the roof.
 """
 
-from rootstep._lazy import lazy_exports
+from rootstep.model import lazy_exports as _lazy_exports
 
 __version__ = "0.1.0"
 
-from rootstep.registry import Entry, Origin, Registry, UnknownName, entry_point_dist, plugin_errors
+__getattr__ = _lazy_exports(__name__, {"progress_bar": "_progress", "run_stoppable": "_stop"})
 
-__getattr__ = lazy_exports(__name__, {"progress_bar": "_progress"})
-
-__all__ = [
-    "Entry",
-    "Origin",
-    "Registry",
-    "UnknownName",
-    "__version__",
-    "entry_point_dist",
-    "lazy_exports",
-    "plugin_errors",
-    "progress_bar",
-]
+__all__ = ["__version__", "progress_bar", "run_stoppable"]

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from rootstep.warehouse import Annotation, Trajectory, Warehouse
+from rootstep.model import Annotation, Trajectory
+from rootstep.warehouse import Warehouse
 
 
 def _cell(value: Any, width: int = 120) -> str:

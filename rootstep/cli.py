@@ -16,7 +16,7 @@ import typer
 
 from rootstep.gateway import DEFAULT_MODEL
 from rootstep.options import WarehouseOption, console, err_console, fail, open_warehouse
-from rootstep.warehouse import RootstepError
+from rootstep.model import RootstepError
 
 app = typer.Typer(
     name="rootstep",

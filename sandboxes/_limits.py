@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rootstep.warehouse.errors import RootstepError
+from rootstep.model import RootstepError
 
 
 class SandboxUnavailableError(RootstepError):

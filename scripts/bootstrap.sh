@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Create or update the project's virtual environment in .venv, idempotently.
 # The environment is keyed by a hash of its inputs (pyproject.toml, setup.py, requirements.lock, this
-# script): when they have not changed, nothing is reinstalled.
+# script, and the list of stage folders, which the editable install maps one by one: a new stage needs a
+# new install): when they have not changed, nothing is reinstalled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 UV_VERSION=0.13.9
-want=$(cat pyproject.toml setup.py requirements.lock scripts/bootstrap.sh | sha256sum | cut -c1-16)
+want=$( (cat pyproject.toml setup.py requirements.lock scripts/bootstrap.sh; ls -d */__init__.py) | sha256sum | cut -c1-16)
 have=$(cat .venv/.rootstep-inputs 2>/dev/null || true)
 if [ "$want" = "$have" ] && [ -x .venv/bin/rootstep ]; then
   echo "[bootstrap] .venv is up to date ($want)"

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 
 def add_task(task_id: str = "add") -> Task:

@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 from ._adapter_support import register_scripts
 

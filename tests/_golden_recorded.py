@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from rootstep.warehouse import LLMCall, Trajectory
+from rootstep.model import LLMCall, Trajectory
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "golden_real"
 MODEL = "local/qwen2.5-coder-0.5b"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from rootstep.adapters._visible_tests import visible_tests
 from rootstep.benchmarks import AnswerContract
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 from ._adapter_support import last_message_text
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rootstep.annotation import ReplayOutcome, find_decisive_step, inject_fault
-from rootstep.warehouse import Annotation, Intervention, Step, Trajectory, Usage, Verdict, Warehouse
+from rootstep.model import Annotation, Intervention, Step, Trajectory, Usage, Verdict
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.whowhen import import_paths
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "whowhen"

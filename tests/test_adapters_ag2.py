@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from litellm.llms.custom_llm import CustomLLMError
 
-from rootstep.warehouse import Intervention
+from rootstep.model import Intervention
 
 from ._adapter_support import add_task, assert_calls_linked_one_per_agent_step, assert_exact_replay, framework_env
 
@@ -88,7 +88,7 @@ def test_intervention_on_a_tool_step_is_refused(env, failed):
 
 def test_math_task(env):
     from rootstep.gateway import register_script
-    from rootstep.warehouse import Task
+    from rootstep.model import Task
 
     task = Task(benchmark="gsm8k", task_id="eggs", kind="math", verifier="numeric", ground_truth="18",
                 prompt="Janet's ducks lay 16 eggs per day. She eats three and bakes muffins with four. "
@@ -115,7 +115,7 @@ def test_a_provider_that_fails_for_good_makes_the_episode_an_infrastructure_erro
 
 def test_provider_failures_leave_out_model_caused_errors_and_answered_retries():
     from rootstep.adapters.base import provider_failures
-    from rootstep.warehouse import LLMCall
+    from rootstep.model import LLMCall
 
     def call(n, digest, kind=None):
         error = None if kind is None else f"{kind} (5xx) after 3 attempt(s): boom"

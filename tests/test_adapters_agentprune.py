@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rootstep.warehouse import Intervention, Task
+from rootstep.model import Intervention, Task
 
 from ._adapter_support import add_task, assert_exact_replay, framework_env, last_message_text
 
@@ -476,7 +476,7 @@ def test_who_reads_whom_from_a_real_run():
     from rootstep.adapters._agentprune import AgentPruneAdapter
     from rootstep.adapters import with_adapter_reads
     from rootstep.prompts import render_steps
-    from rootstep.warehouse import Trajectory
+    from rootstep.model import Trajectory
 
     data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "agentprune_mbpp_310.json").read_text())
     run = Trajectory.model_validate({k: v for k, v in data.items() if k != "source"})

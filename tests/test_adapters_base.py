@@ -10,7 +10,7 @@ import pytest
 
 from rootstep.adapters import adapter_class, get_adapter, list_adapters, register_adapter
 from rootstep.adapters.base import Adapter, AdapterError, _parse_output, link_steps
-from rootstep.warehouse import Intervention, LLMCall, MissingRecording, Recording, Step, Trajectory
+from rootstep.model import Intervention, LLMCall, MissingRecording, Recording, Step, Trajectory
 
 from ._adapter_support import add_task
 

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from rootstep.warehouse import Intervention, Task
+from rootstep.model import Intervention, Task
 
 from ._adapter_support import (
     add_task, assert_calls_linked_one_per_agent_step, assert_exact_replay, framework_env, last_message_text,

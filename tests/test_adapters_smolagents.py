@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rootstep.warehouse import Intervention
+from rootstep.model import Intervention
 
 from ._adapter_support import (
     add_task, assert_calls_linked_one_per_agent_step, assert_exact_replay, reply_when, scripted_env,

@@ -32,7 +32,7 @@ from rootstep.annotation import (
     truncate_message,
 )
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, ReplayProvenance, Step, Trajectory, Usage, Verdict
+from rootstep.model import Intervention, ReplayProvenance, Step, Trajectory, Usage, Verdict
 
 # (agent, kind, operation): the tool step 2 records the value and changes nothing
 PLAN = [

@@ -12,7 +12,7 @@ from rich.console import Console
 from rootstep.annotation import Budget, find_decisive_step
 from rootstep.gateway import register_script
 from rootstep.tracers import Chat
-from rootstep.warehouse import Recording, Task
+from rootstep.model import Recording, Task
 
 from .test_annotation_core import Ledger, at_step, correct_value, decline, diag
 

@@ -11,7 +11,7 @@ import pytest
 
 from rootstep.benchmarks import verify
 from rootstep.benchmarks._answer import answer_contract, answer_spans, clean_span, final_answer_span
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 AG2_CODER = """The function is defined when $x - 1 \\ge 0$ and $x \\ne 2$, so $x \\ge 1$ with $x \\ne 2$.
 

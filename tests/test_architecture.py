@@ -5,19 +5,26 @@ as `rootstep.<folder>`. Two rules:
 - no stage imports another stage's private module (`rootstep.adapters._images`) or a private name
   (`from rootstep.flows import _remote`): what other stages use is exported by the owning stage's
   `__init__`;
-- the pipeline stages do not import each other in a cycle (imports inside functions and under
-  `TYPE_CHECKING` count too: a lazy import is still a dependency). `rootstep/` itself, the CLI package
-  that mounts every stage's commands, sits above the stages and is left out of the cycle check.
+- the stages do not import each other in a cycle (imports inside functions and under `TYPE_CHECKING` count
+  too: a lazy import is still a dependency).
+And three floors:
+- `model/`, the bottom, imports no other stage and nothing but the standard library and pydantic;
+- the roof is `rootstep/` (the CLI package) with each stage's commands (its `cli.py` modules, mounted by
+  `rootstep.cli`) and `ui/`: no stage imports the roof, so the cycle check needs no exemption for it.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests")
 CLI_PACKAGE = "rootstep"
+BOTTOM = "model"
+ROOF = "roof"
+"""A node of the cycle check: the CLI package, the UI and every stage's commands (`cli.py` modules)."""
 
 
 def _module_name(stage: str, path: Path) -> str:
@@ -80,11 +87,54 @@ def cross_stage_private_imports() -> list[str]:
     return found
 
 
+def floor_of(stage: str, path: Path) -> str:
+    """The node of `path` in the cycle check: `ROOF` for the CLI package, the UI and a stage's commands."""
+    if stage in (CLI_PACKAGE, "ui") or path.name == "cli.py":
+        return ROOF
+    return stage
+
+
+def floor_of_module(module: str) -> str | None:
+    stage = _stage_of(module)
+    if stage is None:
+        return None
+    if stage in (CLI_PACKAGE, "ui") or module.rsplit(".", 1)[-1] == "cli":
+        return ROOF
+    return stage
+
+
+def _edges():
+    """(from node, to node, where) of every import between two different nodes, the CLI package included."""
+    for stage in [*STAGES]:
+        for path in sorted((ROOT / stage).rglob("*.py")):
+            source = floor_of(stage, path)
+            for line, module, _names in _imports(stage, path):
+                target = floor_of_module(module)
+                if target is not None and target != source:
+                    yield source, target, f"{path.relative_to(ROOT)}:{line}: imports {module}"
+
+
+def imports_of_the_roof() -> list[str]:
+    """Imports of the CLI package, the UI or a stage's commands by a stage's own modules."""
+    return sorted(where for source, target, where in _edges() if target == ROOF)
+
+
+def imports_of_the_bottom_floor() -> list[str]:
+    """What `model/` imports beyond the standard library, pydantic and itself."""
+    found = []
+    for path in sorted((ROOT / BOTTOM).rglob("*.py")):
+        for line, module, _names in _imports(BOTTOM, path):
+            top = module.split(".")[0]
+            inside = module == f"rootstep.{BOTTOM}" or module.startswith(f"rootstep.{BOTTOM}.")
+            if not inside and top not in sys.stdlib_module_names and top not in ("pydantic", "__future__"):
+                found.append(f"{path.relative_to(ROOT)}:{line}: imports {module}")
+    return found
+
+
 def stage_cycles() -> list[list[str]]:
-    graph: dict[str, set[str]] = {stage: set() for stage in STAGES if stage != CLI_PACKAGE}
-    for stage, _path, _line, target, _module, _names in _walk():
-        if CLI_PACKAGE not in (stage, target):
-            graph[stage].add(target)
+    graph: dict[str, set[str]] = {node: set() for node in [*STAGES, ROOF] if node not in (CLI_PACKAGE, "ui")}
+    for source, target, _where in _edges():
+        graph[source].add(target)
     cycles, seen = [], set()
 
     def visit(node: str, trail: list[str]) -> None:
@@ -104,9 +154,8 @@ def stage_cycles() -> list[list[str]]:
 
 
 def test_the_stages_are_the_top_level_packages():
-    assert {"adapters", "annotation", "benchmarks", "flows", "gateway", "sandboxes", "tracers", "warehouse"} <= set(
-        STAGES
-    )
+    assert {"adapters", "annotation", "benchmarks", "flows", "gateway", "model", "sandboxes", "tracers",
+            "warehouse"} <= set(STAGES)
 
 
 def test_no_stage_imports_another_stages_private_module():
@@ -118,6 +167,17 @@ def test_no_import_cycle_between_stages():
     assert stage_cycles() == []
 
 
+def test_no_stage_imports_the_cli_or_the_ui():
+    found = imports_of_the_roof()
+    assert found == [], "a stage imports the roof (move what it needs down to its stage or to rootstep.model):\n" + \
+        "\n".join(found)
+
+
+def test_the_bottom_floor_imports_only_the_standard_library_and_pydantic():
+    found = imports_of_the_bottom_floor()
+    assert found == [], "rootstep.model imports beyond the standard library and pydantic:\n" + "\n".join(found)
+
+
 def test_the_checks_see_what_they_look_for(tmp_path):
     """The walker resolves relative imports and reads imports inside functions (a check that finds
     nothing because it reads nothing would pass on any tree)."""
@@ -127,3 +187,19 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     assert "rootstep.annotation" in modules
     assert _stage_of("rootstep.gateway._server") == "gateway"
     assert _inside("gateway", "rootstep.gateway._server") == ["_server"]
+    assert floor_of_module("rootstep.flows.cli") == ROOF and floor_of_module("rootstep.options") == ROOF
+    assert floor_of_module("rootstep.ui") == ROOF and floor_of_module("rootstep.flows.annotate") == "flows"
+    roof_imports = {target for source, target, _where in _edges() if source == ROOF}
+    assert {"flows", "warehouse", "model"} <= roof_imports  # the CLI's own imports are seen
+
+
+def test_the_shared_types_do_not_load_the_storage():
+    """A verifier needs `Task` and `Verdict`, not DuckDB: the types are on the bottom floor, so loading the
+    benchmarks and the model leaves the warehouse, DuckDB and pyarrow unloaded (they once came with `Task`)."""
+    import subprocess
+
+    code = ("import sys, rootstep.model, rootstep.benchmarks\n"
+            "from rootstep.benchmarks import verify\n"
+            "print(sorted(m for m in ('duckdb', 'pyarrow', 'rootstep.warehouse') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from rootstep.benchmarks import BenchmarkError, build_program, extract_code, load_tasks, verify
 from rootstep.sandboxes import LocalSandbox, SandboxLimits
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 SAMPLE = 10

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rootstep.benchmarks import BenchmarkError, count_tasks, get_benchmark, list_benchmarks, load_tasks, select
-from rootstep.warehouse import InputError
+from rootstep.model import InputError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 

@@ -8,7 +8,7 @@ import pytest
 
 from rootstep.benchmarks import extract_math_answer, get_verifier, last_boxed, load_tasks, normalize_latex, verify
 from rootstep.benchmarks._math import call_with_timeout, sympy_equal, to_sympy
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 math = get_verifier("math")

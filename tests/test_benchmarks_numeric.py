@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rootstep.benchmarks import extract_number, get_verifier, load_tasks, parse_number, verify
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 numeric = get_verifier("numeric")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rootstep.benchmarks import f1_score, gaia_match, get_verifier, load_tasks, normalize_answer, search, task_search, verify
-from rootstep.warehouse import Task
+from rootstep.model import Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 

@@ -22,7 +22,7 @@ from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step, injec
 from rootstep.annotation._attempt import edit_size, edit_summary, proven_identical, unfounded_description
 from rootstep.annotation import band, effect, probability_greater, wilson
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, LLMCall, Recording, Step, Task, Trajectory, Usage, Verdict
+from rootstep.model import Intervention, LLMCall, Recording, Step, Task, Trajectory, Usage, Verdict
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GSM = Task(benchmark="gsm8k", task_id="t-994", verifier="numeric", kind="math", ground_truth="2",
@@ -366,7 +366,8 @@ def test_a_code_writing_teams_answer_is_what_its_program_prints():
 
 
 def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labels_and_agreement(tmp_path):
-    from rootstep.warehouse import Annotation, Evidence, Usage, Warehouse
+    from rootstep.model import Annotation, Evidence, Usage
+    from rootstep.warehouse import Warehouse
 
     run = Ensemble().run().model_copy(update={"source": "rootstep"})
     other = Ensemble().run({2: RIGHT}).model_copy(update={"source": "rootstep", "task_id": "t-2"})
@@ -418,7 +419,7 @@ def test_correcting_a_result_worked_out_in_prose_is_not_a_leak():
     # result in its own words, with no answer line; the fix keeps the text and corrects the numbers
     from pathlib import Path
 
-    from rootstep.warehouse import Task
+    from rootstep.model import Task
 
     folder = Path(__file__).parent / "fixtures" / "systems" / "openai_agents_handoffs"
     wrong, right = (next(r for r in json.loads((folder / f"{name}.json").read_text())["replies"]["solver"])

@@ -118,7 +118,8 @@ def test_the_command_line_gives_its_ephemeral_prefect_server_time_to_start(monke
 
 def test_stats_counts_collected_runs_apart_from_replays(tmp_path: Path):
     """Issue 31: three collected GSM8K runs and the eight re-simulated runs of their replays showed as 11 runs."""
-    from rootstep.warehouse import Step, Trajectory, Verdict, Warehouse
+    from rootstep.model import Step, Trajectory, Verdict
+    from rootstep.warehouse import Warehouse
 
     def run(task: str, success: bool, parent: str | None = None) -> Trajectory:
         return Trajectory(framework="ag2", benchmark="gsm8k", task_id=task, question="q", ground_truth="1",

@@ -19,7 +19,7 @@ import pytest
 
 from rootstep.gateway import register_script
 from rootstep.benchmarks import load_tasks
-from rootstep.warehouse import Intervention
+from rootstep.model import Intervention
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,7 @@ from rootstep.benchmarks import verify
 from rootstep.gateway import register_script
 from rootstep.prompts import MAX_OUTPUT_CHARS, render, render_steps
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, Recording, Step, Task, Trajectory, Verdict
+from rootstep.model import Intervention, Recording, Step, Task, Trajectory, Verdict
 
 FIXTURE = Path(__file__).parent / "fixtures" / "real_runs" / "ag2_gsm8k_test-120.json"
 

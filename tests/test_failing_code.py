@@ -19,7 +19,7 @@ from rootstep.benchmarks import load_tasks, verify
 from rootstep.gateway import register_script
 from rootstep.sandboxes import get_sandbox
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, Recording, Step, Task, Trajectory, Usage, Verdict
+from rootstep.model import Intervention, Recording, Step, Task, Trajectory, Usage, Verdict
 
 CODER = "```python\ndef string_to_tuple(s):\n    # Convert the string to a tuple of characters\n    return tuple(s)\n```"
 FIX_LIST = "```python\ndef string_to_tuple(s):\n    return tuple(list(s))\n```"  # the 1.5B's second fix

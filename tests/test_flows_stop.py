@@ -52,7 +52,7 @@ def _containers_of(pid: int) -> list[str]:
 
 _HANGS_AFTER_THE_SIGNAL = """
 import sys, time
-from rootstep.flows._stop import run_stoppable
+from rootstep._stop import run_stoppable
 
 def hang():
     try:
@@ -68,7 +68,7 @@ run_stoppable(hang)
 def test_a_stop_that_hangs_is_ended_at_the_deadline(tmp_path):
     """When the clean-up after the signal does not finish (Prefect retrying a lost server), the command
     is ended `GRACE_S` after the signal, with the message and exit code 130."""
-    from rootstep.flows._stop import GRACE_S
+    from rootstep._stop import GRACE_S
 
     proc = subprocess.Popen([sys.executable, "-c", _HANGS_AFTER_THE_SIGNAL], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -184,7 +184,7 @@ def test_gateway_restart_keeps_the_journal(tmp_path):
 
 
 def test_replay_resumed_after_a_restart_stays_live_after_the_intervention(tmp_path):
-    from rootstep.warehouse import Intervention
+    from rootstep.model import Intervention
 
     register_script("resume", ["r0", "r1", "r2"])
     asks = [[{"role": "user", "content": f"q{i}"}] for i in range(3)]

@@ -7,7 +7,7 @@ import openai
 import pytest
 
 from rootstep.gateway import RunContext, register_script
-from rootstep.warehouse import Intervention
+from rootstep.model import Intervention
 
 from ._gateway_support import Harness, run_framework, team_script
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from rootstep.gateway import RunContext, Script, register_script
-from rootstep.warehouse import Intervention
+from rootstep.model import Intervention
 
 from ._gateway_support import TOOLS, Harness
 

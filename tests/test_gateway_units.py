@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rootstep.gateway import Journal, RunContext, canonical_request, redact, register_script, request_hash
-from rootstep.warehouse import Intervention, LLMCall
+from rootstep.model import Intervention, LLMCall
 
 from ._gateway_support import Harness
 

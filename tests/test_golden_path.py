@@ -32,7 +32,7 @@ import pytest
 
 from rootstep.adapters import adapter_class, list_adapters
 from rootstep.benchmarks import get_benchmark, list_benchmarks, load_tasks
-from rootstep.warehouse import Task, Trajectory
+from rootstep.model import Task, Trajectory
 
 from ._golden_recorded import LEFT as NOT_RECORDED
 from ._golden_recorded import Recording, load_recordings

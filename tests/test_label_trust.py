@@ -22,7 +22,7 @@ from rootstep.annotation._budget import Meter
 from rootstep.annotation._injection import cannot_flip, injection_points
 from rootstep.annotation._perturbations import change_constant, flip_operator
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, Recording, Step, Task, Trajectory, Usage, Verdict
+from rootstep.model import Intervention, Recording, Step, Task, Trajectory, Usage, Verdict
 
 MATH = Task(benchmark="math500", task_id="domain", verifier="math", kind="math", ground_truth="1",
             prompt="What is the smallest integer x for which f(x) = sqrt(x-1)/(x-2) is a real number?")

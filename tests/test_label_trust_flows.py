@@ -129,7 +129,7 @@ def _first_coder_replays(team_run):
     """The edge bug forced at the coder's first step, replayed one-step and persistent."""
     from rootstep.flows._session import open_session
     from rootstep.flows.annotate import _replay_fn
-    from rootstep.warehouse import Intervention
+    from rootstep.model import Intervention
 
     first_coder = {"ag2": 1, "smolagents": 2}[team_run["framework"]]
     task = T.TASKS[0]

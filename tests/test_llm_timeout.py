@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from rootstep.flows._session import Limits, open_session
-from rootstep.warehouse import Step, Trajectory, Verdict
+from rootstep.model import Step, Trajectory, Verdict
 
 RUN = Trajectory(framework="ag2", benchmark="gsm8k", task_id="t", question="2+2?",
                  steps=[Step(index=0, agent="coder", kind="agent", content="5")], final_answer="5",

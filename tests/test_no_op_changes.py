@@ -17,7 +17,7 @@ from rootstep.annotation._counterfactual import check_fix
 from rootstep.annotation._injection import validate_corruption_at
 from rootstep.gateway import register_script
 from rootstep.tracers._llm import Chat
-from rootstep.warehouse import Intervention, Step, Trajectory, Usage, Verdict
+from rootstep.model import Intervention, Step, Trajectory, Usage, Verdict
 
 MBPP_66_CODER = (
     "```python\ndef pos_count(numbers):\n    # Initialize a counter for positive numbers\n    positive_count = 0\n"

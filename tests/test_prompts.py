@@ -6,7 +6,7 @@ from rootstep.annotation import Budget, find_decisive_step, inject_fault
 from rootstep.gateway import register_script
 from rootstep.prompts import render, render_steps
 from rootstep.tracers import all_at_once, binary_search, step_by_step
-from rootstep.warehouse import Intervention, Step, Trajectory, Verdict
+from rootstep.model import Intervention, Step, Trajectory, Verdict
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'}}
 
@@ -97,7 +97,7 @@ def test_the_perturber_is_told_when_the_visible_examples_are_the_tests_that_deci
     from rootstep.annotation._injection import _team_view
     from rootstep.benchmarks import load_tasks
     from rootstep.prompts import render
-    from rootstep.warehouse import Verdict
+    from rootstep.model import Verdict
 
     task = next(t for t in load_tasks("mbpp") if t.task_id == "66")
     run = Trajectory(framework="ag2", benchmark="mbpp", task_id="66", steps=[

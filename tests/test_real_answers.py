@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rootstep.adapters import get_adapter
 from rootstep.benchmarks import program_answer, verify
-from rootstep.warehouse import Step, Task
+from rootstep.model import Step, Task
 
 REAL = Path(__file__).parent / "fixtures" / "real_runs"
 

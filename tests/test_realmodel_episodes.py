@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from rootstep.warehouse import Intervention
+from rootstep.model import Intervention
 
 from ._adapter_support import framework_env
 

@@ -9,8 +9,19 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from rootstep.warehouse import (Intervention, MissingRecording, Recording, ReplayProvenance, Step, SystemRef, Task,
-                                Trajectory, Verdict, Warehouse, WarehouseError)
+from rootstep.model import (
+    Intervention,
+    MissingRecording,
+    Recording,
+    ReplayProvenance,
+    Step,
+    SystemRef,
+    Task,
+    Trajectory,
+    Verdict,
+    WarehouseError,
+)
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse._schemas import RECORDING_COLUMNS, REPLAY_COLUMNS
 
 TASK = Task(benchmark="gsm8k", task_id="test-7", prompt="What is 6 * 7?", ground_truth="42", verifier="numeric",

@@ -13,11 +13,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rootstep import Origin, Registry, UnknownName, plugin_errors
+from rootstep.model import Origin, Registry, Step, Trajectory, UnknownName, Verdict, plugin_errors
 from rootstep.annotation import Budget
 from rootstep.cli import app
 from rootstep.tracers import TRACERS, Attribution, tracer
-from rootstep.warehouse import Step, Trajectory, Verdict, Warehouse
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.traces import FORMATS, TraceFormat, load_traces
 from rootstep.warehouse.whowhen import load_file
 

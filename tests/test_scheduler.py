@@ -201,7 +201,8 @@ def test_a_work_budget_cut_is_named_by_its_limit():
 def test_the_pipeline_summary_and_the_quality_views_say_which_limit_cut_which_search(tmp_path):
     from rootstep.flows.annotate import AnnotatedRun, SearchStats
     from rootstep.flows.pipeline import PipelineReport
-    from rootstep.warehouse import Annotation, Evidence, Warehouse
+    from rootstep.model import Annotation, Evidence
+    from rootstep.warehouse import Warehouse
 
     def row(task: str, status: str, stats: SearchStats) -> AnnotatedRun:
         return AnnotatedRun(method="counterfactual", run_id=f"run-{task}", framework="ag2", benchmark="math500",

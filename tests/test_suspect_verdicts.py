@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rootstep.benchmarks import is_suspect, mark_suspect, same_answer, suspect_reason, verify
-from rootstep.warehouse import Step, Task, Verdict
+from rootstep.model import Step, Task, Verdict
 
 
 def _math(truth: str) -> Task:

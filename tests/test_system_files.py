@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from rootstep.adapters._command import public_task, steps_from_calls, system_adapter
 from rootstep.adapters._system import SystemFileError, load_system
 from rootstep.gateway import Gateway, RunContext, create_app, register_script
-from rootstep.warehouse import LLMCall, Task
+from rootstep.model import LLMCall, Task
 
 PAIR = Path(__file__).parent / "fixtures" / "systems" / "stdlib_pair" / "system.toml"
 HANDOFFS = Path(__file__).resolve().parent.parent / "examples" / "openai_agents_handoffs"
@@ -212,7 +212,7 @@ def test_show_prints_tool_calls_of_an_agent_step():
     from rich.console import Console
 
     from rootstep._render import print_trajectory
-    from rootstep.warehouse import Trajectory, Verdict
+    from rootstep.model import Trajectory, Verdict
 
     tc = {"id": "c1", "type": "function", "function": {"name": "transfer_to_solver", "arguments": "{}"}}
     steps = steps_from_calls("2+2?", [_call("triage", [{"role": "user", "content": "2+2?"}], {"content": None, "tool_calls": [tc]}, 1)])

@@ -28,7 +28,8 @@ from rootstep.tracers import (
     trl_reward,
     verl_compute_score,
 )
-from rootstep.warehouse import Step, Trajectory, Verdict, Warehouse
+from rootstep.model import Step, Trajectory, Verdict
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.whowhen import import_paths
 
 AGENTS = ["Orchestrator", "WebSurfer", "Assistant"]

@@ -28,7 +28,7 @@ from rootstep.tracers import (
     train_model,
 )
 from rootstep.tracers._learned import MANIFEST_FILE, MODEL_FILE, labelled_examples
-from rootstep.warehouse import Annotation, LLMCall, Step, Trajectory, Verdict
+from rootstep.model import Annotation, LLMCall, Step, Trajectory, Verdict
 
 runner = CliRunner()
 

@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 from rootstep.gateway import register_script
 from rootstep.cli import app
 from rootstep.tracers import all_at_once, evaluate
-from rootstep.warehouse import InputError, RootstepError, Warehouse
+from rootstep.model import InputError, RootstepError
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.traces import detect_format, export_verdicts, import_traces, load_traces
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"

@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 from rootstep.gateway import register_script
 from rootstep.cli import app
 from rootstep.tracers import evaluate
-from rootstep.warehouse import InputError, Warehouse
+from rootstep.model import InputError
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.traces import detect_format, export_verdicts, import_traces, load_traces
 from rootstep.warehouse.traces._build import said
 

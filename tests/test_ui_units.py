@@ -13,7 +13,7 @@ from rootstep.ui._corpus import CorpusFilter, corpus_page
 from rootstep.ui._evaluation import evaluation_view
 from rootstep.ui._run import run_view
 from rootstep.ui._safety import env_secrets, is_loopback, redact_text
-from rootstep.warehouse import InputError, Intervention, Step, Trajectory
+from rootstep.model import InputError, Intervention, Step, Trajectory
 
 from ._ui_support import SHARED, UPLOAD_FILE, Bakery, WRONG_PLAN, build_warehouse
 

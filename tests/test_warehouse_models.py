@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from rootstep.warehouse import Annotation, Intervention, LLMCall, Replay, Step, Trajectory, Verdict
+from rootstep.model import Annotation, Intervention, LLMCall, Replay, Step, Trajectory, Verdict
 
 
 def _trajectory(**overrides) -> Trajectory:

@@ -15,7 +15,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from rootstep.warehouse import Annotation, Intervention, LLMCall, Replay, Step, Trajectory, Usage, Verdict, Warehouse
+from rootstep.model import Annotation, Intervention, LLMCall, Replay, Step, Trajectory, Usage, Verdict
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.export import export_jsonl, export_parquet
 
 
@@ -256,7 +257,7 @@ def test_exports_are_plain_files(warehouse: Warehouse, tmp_path: Path):
 
 
 def test_resolve_run_id_prefix(warehouse: Warehouse):
-    from rootstep.warehouse import WarehouseError
+    from rootstep.model import WarehouseError
 
     run = make_run("a")
     warehouse.write_trajectories([run])

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rootstep.warehouse import InputError, Warehouse
+from rootstep.model import InputError
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.whowhen import import_paths, load_file, export_whowhen, parse_record
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from rootstep.warehouse import RootstepError, Trajectory, Warehouse
+from rootstep.model import RootstepError, Trajectory
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.whowhen import load_file
 
 from ._methods import NO_PROVIDER, Attribution, TracerError, default_model, run_tracer

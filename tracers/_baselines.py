@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rootstep.warehouse import Trajectory
+from rootstep.model import Trajectory
 
 from ._scoring import Scored
 

@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass
 from statistics import mean
 from typing import Any, Literal
 
-from rootstep.warehouse import LLMCall, Trajectory, Warehouse
+from rootstep.model import LLMCall, Trajectory
+from rootstep.warehouse import Warehouse
 
 from ._methods import Attribution, TracerError, as_trajectory, tracer
 

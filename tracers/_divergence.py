@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rootstep.warehouse import Trajectory, Warehouse
+from rootstep.model import Trajectory
+from rootstep.warehouse import Warehouse
 
 from ._methods import Attribution, TracerError, as_trajectory, tracer
 

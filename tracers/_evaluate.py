@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from rootstep.warehouse import Annotation, Evidence, Trajectory, Warehouse
+from rootstep.model import Annotation, Evidence, Trajectory
+from rootstep.warehouse import Warehouse
 
 from ._baselines import attach_baselines
 from ._learned import DEFAULT_FOLDS, DEFAULT_TEXT_DIMS, Example, cross_validate, cv_model_name

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from rootstep.warehouse import Step, Trajectory
+from rootstep.model import Step, Trajectory
 
 FEATURE_VERSION = 1
 """Bumped whenever a feature changes meaning: a model trained on other features must not be used."""

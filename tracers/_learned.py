@@ -30,7 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rootstep.warehouse import Trajectory, Warehouse, content_id, utcnow
+from rootstep.model import Trajectory, content_id, utcnow
+from rootstep.warehouse import Warehouse
 
 from ._features import FEATURE_VERSION, feature_names, step_features, step_text
 from ._methods import Attribution, TracerError, as_trajectory, tracer

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rootstep.warehouse import Usage
+from rootstep.model import Usage
 
 
 def ensure_provider(model: str) -> None:

@@ -15,9 +15,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from rootstep import Registry
+from rootstep.model import Registry, RootstepError, Trajectory, Usage
 from rootstep.prompts import render, render_steps
-from rootstep.warehouse import RootstepError, Trajectory, Usage
 from rootstep.warehouse.whowhen import parse_record
 
 from ._llm import Chat

@@ -17,6 +17,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from rootstep.model import match_agent
+
 _EMPHASIS = re.compile(r"[*`]{1,3}|(?<!\w)_{1,2}|_{1,2}(?!\w)")
 _AGENT_LINE = re.compile(r"^\s*(?:mistake\s+|responsible\s+|faulty\s+)?agent(?:\s+name)?\s*[:=\-]\s*(.+?)\s*$", re.I | re.M)
 _STEP_LINE = re.compile(
@@ -45,23 +47,6 @@ class ParsedAnswer:
 
 def _clean(text: str) -> str:
     return _EMPHASIS.sub("", text)
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def match_agent(candidate: str, agents: list[str]) -> str | None:
-    """The agent of the run that `candidate` names, or None."""
-    candidate = candidate.strip().strip("\"'.,;()[]")
-    if candidate in agents:
-        return candidate
-    by_norm = {_norm(a): a for a in agents}
-    if _norm(candidate) in by_norm:
-        return by_norm[_norm(candidate)]
-    # "WebSurfer (the web agent)" -> WebSurfer: the longest agent name the answer starts with
-    starts = [a for a in agents if _norm(candidate).startswith(_norm(a)) and _norm(a)]
-    return max(starts, key=len) if starts else None
 
 
 def parse_attribution(text: str, agents: list[str], n_steps: int) -> ParsedAnswer:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from rootstep.warehouse import LLMCall, Trajectory, Warehouse
+from rootstep.model import LLMCall, Trajectory
+from rootstep.warehouse import Warehouse
 
 from ._confidence import DEFAULT_SCORER, Criterion, confidence_scores, step_values
 from ._learned import load_model

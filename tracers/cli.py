@@ -187,7 +187,7 @@ def attribute_cmd(
 ) -> None:
     """Who made the decisive error, and when: agent, step and reason for one trace (exit 1: no prediction)."""
     from rootstep.options import console, fail, open_warehouse
-    from rootstep.warehouse import RootstepError
+    from rootstep.model import RootstepError
 
     from ._attribute import attribute
 

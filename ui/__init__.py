@@ -8,7 +8,7 @@ its replays). The command line is `rootstep.ui.cli`; see docs/ui.md.
 
 from typing import TYPE_CHECKING
 
-from rootstep import lazy_exports
+from rootstep.model import lazy_exports
 
 # Lazy public face: `rootstep --help` imports `rootstep.ui.cli`, which must not pay for FastAPI.
 _EXPORTS = {

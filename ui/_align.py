@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rootstep.warehouse import Step, Trajectory
+from rootstep.model import Step, Trajectory
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from starlette.datastructures import UploadFile
 
 from rootstep.gateway import DEFAULT_MODEL, DEFAULT_SCORER_MODEL
 from rootstep.tracers import TRACERS
-from rootstep.warehouse import InputError, Warehouse, WarehouseError
+from rootstep.model import InputError, WarehouseError
+from rootstep.warehouse import Warehouse
 
 from . import _charts
 from ._attribute import UPLOAD_FORMATS, Jobs, parse_upload

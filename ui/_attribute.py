@@ -28,7 +28,8 @@ from typing import Any, Literal
 
 from rootstep.tracers import tracer_fn
 from rootstep.tracers import predict
-from rootstep.warehouse import Annotation, InputError, Trajectory, Warehouse
+from rootstep.model import Annotation, InputError, Trajectory
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse.whowhen import parse_record
 
 from ._safety import redact_text

@@ -20,7 +20,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rootstep.warehouse import Annotation, Trajectory, Warehouse
+from rootstep.model import Annotation, Trajectory
+from rootstep.warehouse import Warehouse
 from rootstep.warehouse import annotation_from_row
 
 from ._align import Alignment, align

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._models import Annotation, Trajectory
+from rootstep.model import Annotation, InputError, Trajectory
 from ._store import Warehouse
-from .errors import InputError
 
 Parsed = tuple[Trajectory, Annotation | None]
 

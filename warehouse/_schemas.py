@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import ValidationError
 
-from ._models import (
+from rootstep.model import (
     Annotation,
     Asked,
     Evidence,
@@ -33,8 +33,8 @@ from ._models import (
     Trajectory,
     Usage,
     Verdict,
+    WarehouseError,
 )
-from .errors import WarehouseError
 
 PARTITION_COLUMNS = ("framework", "benchmark")
 TS = pa.timestamp("us", tz="UTC")

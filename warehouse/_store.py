@@ -25,8 +25,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ._catalog import view_statements
-from ._ids import content_id
-from ._models import Annotation, LLMCall, Replay, Trajectory
+from rootstep.model import Annotation, LLMCall, Replay, Trajectory, WarehouseError, content_id
 from ._schemas import (
     PARTITION_COLUMNS,
     SCHEMAS,
@@ -38,7 +37,6 @@ from ._schemas import (
     step_rows,
     trajectory_from_rows,
 )
-from .errors import WarehouseError
 
 DEFAULT_LOCATION = "./rootstep-data"
 ENV_LOCATION = "ROOTSTEP_WAREHOUSE"

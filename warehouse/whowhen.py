@@ -31,10 +31,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._import import ImportReport, read_all, store
-from ._models import Annotation, Evidence, Step, StepKind, Trajectory, Verdict
+from rootstep.model import Annotation, Evidence, InputError, Step, StepKind, Trajectory, Verdict
 from ._schemas import annotation_from_row
 from ._store import Warehouse
-from .errors import InputError
 
 AG_FRAMEWORK, AG_BENCHMARK, AG_DIR = "captainagent", "whowhen-algorithm-generated", "Algorithm-Generated"
 HC_FRAMEWORK, HC_BENCHMARK, HC_DIR = "magentic-one", "whowhen-hand-crafted", "Hand-Crafted"

@@ -8,7 +8,7 @@
 Formats (`FORMATS`): OTLP/JSON with the GenAI semantic conventions or OpenInference attributes, Phoenix's
 REST span list, Langfuse observations, LangSmith runs and the LangSmith SDK's post/patch batches, Inspect
 AI eval logs (optional extra `inspect`), smolagents memory, AG2 runtime logging (SQLite) and GroupChat
-messages, ATIF (subagent trajectories in sibling files followed). `FORMATS` is a `rootstep.Registry`: a
+messages, ATIF (subagent trajectories in sibling files followed). `FORMATS` is a `rootstep.model.Registry`: a
 `TraceFormat` registered there (or by the entry point `rootstep.trace_formats`) is read, detected and
 offered by `--format` like these. What an import could not keep is a warning per file
 (`FileSummary.warnings`); `strict=True` makes it an error. One module per format, each a pure function from
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .._import import ImportReport, read_all, store
-from .._models import Trajectory
+from rootstep.model import Trajectory
 from .._store import Warehouse
 from ._build import CONTENT_NOT_CAPTURED
 from .detect import FORMATS, TraceFormat, detect_format, discover, load_traces

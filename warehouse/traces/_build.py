@@ -21,8 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._models import Step, StepKind, Trajectory, Verdict
-from ..errors import InputError
+from rootstep.model import InputError, Step, StepKind, Trajectory, Verdict
 
 DEFAULT_BENCHMARK = "imported-traces"
 CONTENT_NOT_CAPTURED = (

@@ -18,8 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .._models import Trajectory
-from ..errors import InputError
+from rootstep.model import InputError, Trajectory
 from ._build import SourceStep, build_trajectory, from_iso, text_of, tool_call
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

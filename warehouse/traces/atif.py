@@ -22,8 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._models import Annotation, Trajectory
-from ..errors import InputError
+from rootstep.model import Annotation, InputError, Trajectory
 from ._build import SourceStep, build_trajectory, from_iso, said, text_of, tool_call
 
 SCHEMA_VERSION = "ATIF-v1.7"

@@ -43,7 +43,7 @@ def import_traces_cmd(
 
     from rootstep import progress_bar
     from rootstep.options import console, err_console, fail, open_warehouse
-    from rootstep.warehouse import RootstepError
+    from rootstep.model import RootstepError
 
     from . import import_traces
 

@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rootstep import Origin, Registry
+from rootstep.model import InputError, Origin, Registry, Trajectory
 
-from .._models import Trajectory
-from ..errors import InputError
 from . import ag2, atif, inspect_log, langfuse, langsmith, otlp, phoenix, smolagents
 
 SUFFIXES = (".json", ".jsonl", ".eval", ".db", ".sqlite", ".sqlite3")

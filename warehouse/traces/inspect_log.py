@@ -16,8 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .._models import Trajectory, Verdict
-from ..errors import InputError, RootstepError
+from rootstep.model import InputError, RootstepError, Trajectory, Verdict
 from ._build import SourceStep, build_trajectory, question_text, text_of, tool_call
 
 EXTRA_HINT = "pip install -c requirements.lock -e '.[inspect]'"

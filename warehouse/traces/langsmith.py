@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._models import Trajectory, Verdict
-from ..errors import InputError
+from rootstep.model import InputError, Trajectory, Verdict
 from ._build import (SourceStep, build_trajectory, from_iso, group, langgraph_agent, question_text, seconds_between,
                      tool_call)
 from ._messages import first_user_text, read_message

@@ -28,8 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._models import Trajectory, Verdict
-from ..errors import InputError
+from rootstep.model import InputError, Trajectory, Verdict
 from ._build import (SourceStep, build_trajectory, from_unix_nano, group, json_or_text, langgraph_agent, question_text,
                      text_of, tool_call)
 from ._messages import first_user_text, read_message

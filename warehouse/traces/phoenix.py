@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._models import Trajectory
-from ..errors import InputError
+from rootstep.model import InputError, Trajectory
 from ._build import from_iso
 from .otlp import Span, from_spans
 

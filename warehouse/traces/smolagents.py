@@ -16,8 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .._models import Trajectory
-from ..errors import InputError
+from rootstep.model import InputError, Trajectory
 from ._build import SourceStep, build_trajectory, text_of, tool_call
 
 

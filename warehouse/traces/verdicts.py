@@ -23,8 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
-from .._ids import content_id
-from .._models import Annotation, Trajectory
+from rootstep.model import Annotation, Trajectory, content_id
 from .._schemas import annotation_from_row
 from .._store import Warehouse
 from .atif import to_atif
