@@ -15,7 +15,7 @@ pyproject.toml:
     [project.entry-points."rootstep.tracers"]
     my-tracer = "my_pkg.trace:attribute"            # fn(trace, model, ...) -> Attribution
     [project.entry-points."rootstep.trace_formats"]
-    my-format = "my_pkg.fmt:FORMAT"                 # a rootstep.warehouse.traces.TraceFormat
+    my-format = "my_pkg.fmt:FORMAT"                 # a rootstep.traces.TraceFormat
     [project.entry-points."rootstep.perturbations"]
     my-perturbation = "my_pkg.perturb:perturb"      # fn(step, random.Random) -> Perturbation | None
 

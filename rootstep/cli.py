@@ -12,7 +12,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from rootstep.gateway import DEFAULT_MODEL
 from rootstep.options import WarehouseOption, console, err_console, fail, open_warehouse
@@ -24,7 +26,23 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-import_app = typer.Typer(help="Import trajectories and labels into the warehouse.", no_args_is_help=True)
+class _PathsFirst(TyperGroup):
+    """`rootstep import PATH...`: a first argument that names no subcommand is the default command's (the
+    hidden `paths`); `import traces` and `import whowhen` stay as its aliases."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from rootstep.traces.cli import DEFAULT_IMPORT
+
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [DEFAULT_IMPORT, *args]
+        return super().parse_args(ctx, args)
+
+
+import_app = typer.Typer(
+    cls=_PathsFirst, no_args_is_help=True,
+    help="Import runs and their labels: `rootstep import PATH... [--format FORMAT]` reads trace files of every "
+         "registered format (OpenTelemetry, Phoenix, Langfuse, LangSmith, Inspect, smolagents, AG2, ATIF, Who&When; "
+         "detected per file) into the warehouse; `rootstep import paths --help` lists its options.")
 export_app = typer.Typer(help="Export the warehouse for other tools.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
@@ -46,55 +64,7 @@ def run_cli() -> None:
         fail(str(exc))
 
 
-# ---------------------------------------------------------------------------------- import
-
-
-@import_app.command("whowhen")
-def import_whowhen_cmd(
-    paths: list[Path] = typer.Argument(..., help="Who&When JSON files or folders of them (searched recursively)."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Import the valid files and report the rest."),
-    framework: Optional[str] = typer.Option(None, help="Framework for plain traces (Who&When files know theirs)."),
-    benchmark: Optional[str] = typer.Option(None, help="Benchmark for plain traces (Who&When files know theirs)."),
-    warehouse: Optional[str] = WarehouseOption,
-) -> None:
-    """Import Who&When logs (both subsets) or plain traces; labels become human annotations."""
-    from rootstep.warehouse.whowhen import import_paths
-
-    from rootstep._progress import progress_bar
-
-    wh = open_warehouse(warehouse)
-    try:
-        with progress_bar() as bar:
-            report = import_paths(
-                paths, wh, skip_invalid=skip_invalid, framework=framework, benchmark=benchmark, progress=bar
-            )
-    except RootstepError as exc:
-        fail(f"{exc}\nNothing was written. Fix the file or pass --skip-invalid to import the rest.")
-    console.print(
-        f"imported {report.runs_written} runs and {report.labels_written} labels "
-        f"({report.runs_skipped} runs and {report.labels_skipped} labels were already in {wh.location})"
-    )
-    for _path, error in report.invalid:
-        err_console.print(f"[yellow]skipped[/] {error}", highlight=False, soft_wrap=True)
-    if report.invalid:
-        err_console.print(f"[yellow]{len(report.invalid)} invalid file(s) skipped[/]")
-
-
 # ---------------------------------------------------------------------------------- export
-
-
-@export_app.command("whowhen")
-def export_whowhen_cmd(
-    out: Path = typer.Argument(..., help="Folder to write Who&When JSON files into."),
-    where: str = typer.Option("true", help="SQL condition over the `runs` view selecting what to export."),
-    warehouse: Optional[str] = WarehouseOption,
-) -> None:
-    """Write runs with their labels as Who&When-format JSON (one file per run)."""
-    from rootstep.warehouse.whowhen import export_whowhen
-
-    wh = open_warehouse(warehouse)
-    n = export_whowhen(wh, out, where=where)
-    console.print(f"wrote {n} Who&When files under {out}")
 
 
 @export_app.command("parquet")
@@ -277,7 +247,7 @@ def _mount_stage_commands() -> None:
     from rootstep.sandboxes.cli import app as sandbox_app
     from rootstep.tracers.cli import attribute_cmd, evaluate_cmd, export_training_cmd, tracer_app
     from rootstep.ui.cli import app as ui_app
-    from rootstep.warehouse.traces.cli import register as register_trace_commands
+    from rootstep.traces.cli import register as register_trace_commands
 
     app.command("evaluate")(evaluate_cmd)
     app.command("attribute")(attribute_cmd)

@@ -25,7 +25,7 @@ $RS sandbox build
 $RS frameworks build -f ag2
 phase "images"
 echo "[main] importing $SHARED_DATA/whowhen into $WH"
-$RS import whowhen "$SHARED_DATA/whowhen"
+$RS import "$SHARED_DATA/whowhen"
 phase "Who&When import"
 echo "[main] rootstep pipeline (embedded defaults; stored runs and annotations are skipped on a re-run)"
 $RS pipeline

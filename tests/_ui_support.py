@@ -1,6 +1,6 @@
 """A warehouse for the web UI tests, filled through the real code paths.
 
-* Who&When logs imported by `rootstep.warehouse.whowhen.import_paths` (human labels).
+* Who&When logs imported by `rootstep.traces.whowhen.import_paths` (human labels).
 * A simulated three-agent team (Planner, Coder, a python executor, Reviewer) on a GSM8K-style word
   problem whose replay re-runs the team from an intervention: the later steps are recomputed from what
   the forced step says (a plan's formula, the code's arithmetic, a reviewer's correction), so a fix can
@@ -30,7 +30,7 @@ from typing import Any
 from rootstep.annotation import ReplayOutcome, find_decisive_step, inject_fault
 from rootstep.model import Annotation, Intervention, Step, Trajectory, Usage, Verdict
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse.whowhen import import_paths
+from rootstep.traces.whowhen import import_paths
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "whowhen"
 WHOWHEN_FILES = ["Algorithm-Generated/93.json", "Hand-Crafted/6.json"]

@@ -29,7 +29,7 @@ def test_import_sql_show_stats_export_end_to_end(whowhen_dir: Path, tmp_path: Pa
     assert "imported 138 runs and 138 labels" in done.stdout
 
     again = subprocess.run([*ROOTSTEP, "import", "whowhen", str(whowhen_dir), *env_args], capture_output=True, text=True)
-    assert "imported 0 runs and 0 labels (138 runs and 138 labels were already" in again.stdout
+    assert "imported 0 runs and 0 labels from 138 file(s) (138 runs and 138 labels were already" in again.stdout
 
     count = subprocess.run([*ROOTSTEP, "sql", "select count(*) as n from labels", "-f", "csv", *env_args], capture_output=True, text=True)
     assert count.stdout.splitlines() == ["n", "138"]
@@ -166,7 +166,7 @@ def test_show_prints_the_replays_that_prove_a_label(tmp_path: Path):
 def test_registry_options_list_their_names_in_help():
     """`--method` and `import traces --format` say which names they take, on an 80-column terminal too."""
     from rootstep.tracers._methods import TRACERS
-    from rootstep.warehouse.traces.detect import FORMATS
+    from rootstep.traces.detect import FORMATS
 
     for args, names in ((["attribute", "--help"], TRACERS.names()), (["import", "traces", "--help"], ["auto", *FORMATS.names()])):
         out = runner.invoke(app, args, env={"COLUMNS": "80"})
@@ -200,3 +200,35 @@ def test_a_table_too_wide_for_the_terminal_is_printed_one_record_per_row():
     buf = io.StringIO()
     print_arrow_table(Console(file=buf, width=80), narrow)
     assert "row 1" not in buf.getvalue() and "┃ framework ┃ labels ┃" in buf.getvalue()
+
+
+def test_one_import_command_reads_every_format_and_keeps_the_labels_a_file_gives(whowhen_dir: Path, tmp_path: Path):
+    """`rootstep import PATH...` with no subcommand: a folder holding Who&When logs (labelled), a plain trace
+    and an OpenTelemetry export is read file by file in its own format, the Who&When labels stored as human
+    labels; `import whowhen` and `import traces` are the same command, so importing again adds nothing."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    hand = sorted((whowhen_dir / "Hand-Crafted").glob("*.json"))[:2]
+    for path in hand:
+        (folder / f"hc-{path.name}").write_bytes(path.read_bytes())
+    (folder / "plain.json").write_text(json.dumps({"question": "1+1?", "ground_truth": "2", "history": [
+        {"role": "user", "content": "1+1?"}, {"name": "solver", "role": "assistant", "content": "3"}]}))
+    otlp = Path(__file__).parent / "fixtures" / "traces" / "real" / "agent_framework.genai.otlp.json"
+    (folder / otlp.name).write_bytes(otlp.read_bytes())
+    wh = str(tmp_path / "wh")
+
+    done = subprocess.run([*ROOTSTEP, "import", str(folder), "-w", wh], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "agent_framework.genai.otlp.json: otlp, 1 run(s)" in done.stdout
+    assert "plain.json: whowhen, 1 run(s)" in done.stdout
+    assert "imported 4 runs and 2 labels from 4 file(s)" in done.stdout
+    labels = json.loads(invoke("sql", "select framework, method, verified from labels order by 1", "-f", "json",
+                               "-w", wh).stdout)
+    assert labels == [{"framework": "magentic-one", "method": "human", "verified": True}] * 2
+
+    for alias in (["whowhen", str(folder / "plain.json")], ["traces", str(folder)], ["--format", "otlp", str(otlp)]):
+        again = invoke("import", *alias, "-w", wh)
+        assert again.exit_code == 0 and "imported 0 runs and 0 labels" in again.stdout, (alias, again.stdout)
+
+    wrong = invoke("import", "--format", "whowhen", str(otlp), "-w", wh)
+    assert wrong.exit_code == 2 and "history: missing" in wrong.stderr and "Nothing was written" in wrong.stderr

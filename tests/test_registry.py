@@ -18,8 +18,8 @@ from rootstep.annotation import Budget
 from rootstep.cli import app
 from rootstep.tracers import TRACERS, Attribution, tracer
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse.traces import FORMATS, TraceFormat, load_traces
-from rootstep.warehouse.whowhen import load_file
+from rootstep.traces import FORMATS, TraceFormat, load_traces
+from rootstep.traces.whowhen import load_file
 
 REPO = Path(__file__).resolve().parent.parent
 FAILED = REPO / "examples" / "traces" / "failed.json"

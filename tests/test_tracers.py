@@ -30,7 +30,7 @@ from rootstep.tracers import (
 )
 from rootstep.model import Step, Trajectory, Verdict
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse.whowhen import import_paths
+from rootstep.traces.whowhen import import_paths
 
 AGENTS = ["Orchestrator", "WebSurfer", "Assistant"]
 

@@ -23,7 +23,7 @@ from rootstep.cli import app
 from rootstep.tracers import all_at_once, evaluate
 from rootstep.model import InputError, RootstepError
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse.traces import detect_format, export_verdicts, import_traces, load_traces
+from rootstep.traces import detect_format, export_verdicts, import_traces, load_traces
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 A, T, H, E = "agent", "tool", "human", "environment"
@@ -148,7 +148,7 @@ def test_import_traces_command_and_show(traces: Path, tmp_path: Path):
     wh = str(tmp_path / "wh")
     done = CliRunner().invoke(app, ["import", "traces", str(traces / "smolagents_openinference.otlp.json"), "-w", wh])
     assert done.exit_code == 0, done.output
-    assert "imported 1 runs from 1 file(s)" in done.output
+    assert "imported 1 runs and 0 labels from 1 file(s)" in done.output
     run_id = Warehouse(wh).rows("SELECT id FROM runs")[0]["id"]
     shown = CliRunner().invoke(app, ["show", run_id[:10], "-w", wh, "--width", "0"])
     assert shown.exit_code == 0, shown.output

@@ -24,8 +24,8 @@ from rootstep.cli import app
 from rootstep.tracers import evaluate
 from rootstep.model import InputError
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse.traces import detect_format, export_verdicts, import_traces, load_traces
-from rootstep.warehouse.traces._build import said
+from rootstep.traces import detect_format, export_verdicts, import_traces, load_traces
+from rootstep.traces._build import said
 
 REAL = Path(__file__).parent / "fixtures" / "traces" / "real"
 _spec = importlib.util.spec_from_file_location("real_generate", REAL / "generate.py")

@@ -9,7 +9,7 @@ import uuid
 import httpx
 import pytest
 
-from rootstep.warehouse.whowhen import import_paths
+from rootstep.traces.whowhen import import_paths
 
 from ._ui_support import RECORDED_ANSWER, SHARED, UPLOAD_FILE, ThreadServer, build_warehouse
 

@@ -9,7 +9,7 @@ import pytest
 
 from rootstep.model import InputError
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse.whowhen import import_paths, load_file, export_whowhen, parse_record
+from rootstep.traces.whowhen import import_paths, load_file, export_whowhen, parse_record
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from rootstep.model import RootstepError, Trajectory
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse.whowhen import load_file
+from rootstep.traces.whowhen import load_file
 
 from ._methods import NO_PROVIDER, Attribution, TracerError, default_model, run_tracer
 

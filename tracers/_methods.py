@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from rootstep.model import Registry, RootstepError, Trajectory, Usage
 from rootstep.prompts import render, render_steps
-from rootstep.warehouse.whowhen import parse_record
+from rootstep.traces.whowhen import parse_record
 
 from ._llm import Chat
 from ._parse import parse_attribution, parse_half, parse_yes_no

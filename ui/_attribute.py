@@ -30,7 +30,7 @@ from rootstep.tracers import tracer_fn
 from rootstep.tracers import predict
 from rootstep.model import Annotation, InputError, Trajectory
 from rootstep.warehouse import Warehouse
-from rootstep.warehouse.whowhen import parse_record
+from rootstep.traces.whowhen import parse_record
 
 from ._safety import redact_text
 
@@ -72,7 +72,7 @@ def parse_upload(filename: str, data: bytes) -> tuple[Trajectory, Annotation | N
 def _as_trace(name: str, data: bytes, otherwise: InputError | None) -> tuple[Trajectory, None]:
     """The upload read by the trace importers (`load_traces`, format detected); `otherwise` is raised when no
     trace format reads it (the importers' own error when None)."""
-    from rootstep.warehouse.traces import load_traces
+    from rootstep.traces import load_traces
 
     with tempfile.TemporaryDirectory(prefix="rootstep-upload-") as folder:
         path = Path(folder) / name

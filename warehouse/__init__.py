@@ -1,6 +1,6 @@
 """The warehouse (Parquet + DuckDB) that stores trajectories, calls, replays and annotations.
 
-Public face: `Warehouse`, its Arrow schemas and views, the Who&When importer/exporter. The types it stores
+Public face: `Warehouse`, its Arrow schemas and views. The types it stores
 are `rootstep.model`'s.
 """
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rootstep.model import Annotation, InputError, Trajectory
-from ._store import Warehouse
+from rootstep.warehouse import Warehouse
 
 Parsed = tuple[Trajectory, Annotation | None]
 

@@ -24,16 +24,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ._import import ImportReport, read_all, store
+from ._import import ImportReport
 from rootstep.model import Annotation, Evidence, InputError, Step, StepKind, Trajectory, Verdict
-from ._schemas import annotation_from_row
-from ._store import Warehouse
+from rootstep.warehouse import Warehouse, annotation_from_row
 
 AG_FRAMEWORK, AG_BENCHMARK, AG_DIR = "captainagent", "whowhen-algorithm-generated", "Algorithm-Generated"
 HC_FRAMEWORK, HC_BENCHMARK, HC_DIR = "magentic-one", "whowhen-hand-crafted", "Hand-Crafted"
@@ -246,6 +245,21 @@ def parse_record(
     return trajectory, annotation
 
 
+def is_whowhen(data: Any) -> tuple[bool, str]:
+    """A Who&When record or a plain trace: an object whose `history` (or `conversation`) is a list of
+    `{content, name | role}` entries."""
+    if not isinstance(data, dict):
+        return False, "not a JSON object with a `history`"
+    key = "history" if "history" in data else "conversation" if "conversation" in data else None
+    if key is None:
+        return False, "no `history` or `conversation` list"
+    entries = data[key]
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "content" in e and ("role" in e or "name" in e)
+                                                for e in entries):
+        return False, f"`{key}` is not a list of {{content, name | role}} entries"
+    return True, ""
+
+
 def load_file(path: str | Path, framework: str | None = None, benchmark: str | None = None) -> tuple[Trajectory, Annotation | None]:
     """Read and parse one JSON file; every problem is an `InputError` naming the file and field."""
     file = str(path)
@@ -262,25 +276,6 @@ def load_file(path: str | Path, framework: str | None = None, benchmark: str | N
     return parse_record(record, file, framework=framework, benchmark=benchmark, raw=raw)
 
 
-def _natural_key(path: Path) -> tuple[Any, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(path)))
-
-
-def discover(paths: Iterable[str | Path]) -> list[Path]:
-    """The JSON files named, and those under the folders named (recursively), in natural order."""
-    found: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found += sorted(p.rglob("*.json"), key=_natural_key)
-        elif p.exists():
-            found.append(p)
-        else:
-            raise InputError(str(p), "<path>", "no such file or folder")
-    if not found:
-        raise InputError(", ".join(map(str, paths)), "<path>", "no .json files found")
-    return found
-
-
 def import_paths(
     paths: Sequence[str | Path],
     warehouse: Warehouse,
@@ -289,15 +284,13 @@ def import_paths(
     benchmark: str | None = None,
     progress: Any = None,
 ) -> ImportReport:
-    """Validate every file first, then write runs and labels.
+    """Who&When files (and plain traces) under `paths` into `warehouse`: `import_traces` with the `whowhen`
+    format. Every file is validated first; without `skip_invalid` the first invalid one raises and nothing is
+    written, with it the valid files are imported and the invalid ones listed. Importing again is a no-op."""
+    from . import import_traces
 
-    Without `skip_invalid`, the first invalid file raises and nothing is written. With it, the valid
-    files are imported and the invalid ones are listed in the report. Importing again is a no-op.
-    """
-    report = ImportReport()
-    parsed = read_all(discover(paths), lambda path: [load_file(path, framework=framework, benchmark=benchmark)],
-                      report, skip_invalid=skip_invalid, progress=progress)
-    return store(parsed, warehouse, report, progress)
+    return import_traces(paths, warehouse, format="whowhen", framework=framework, benchmark=benchmark,
+                         skip_invalid=skip_invalid, progress=progress)
 
 
 # ------------------------------------------------------------------------------------ export

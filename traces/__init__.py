@@ -1,6 +1,6 @@
-"""Traces from the tools people already use, in and out.
+"""The trace-import stage: runs from the tools people already use (and Who&When's logs), in; verdicts, out.
 
-    from rootstep.warehouse.traces import load_traces, import_traces, export_verdicts
+    from rootstep.traces import load_traces, import_traces, export_verdicts
     trajectories = load_traces("phoenix-export.json")              # format detected; or format="langfuse", ...
     report = import_traces(["traces/"], Warehouse(), skip_invalid=True)
     export_verdicts(Warehouse(), "verdicts.json", format="otlp")     # the attribution back to its source
@@ -8,7 +8,8 @@
 Formats (`FORMATS`): OTLP/JSON with the GenAI semantic conventions or OpenInference attributes, Phoenix's
 REST span list, Langfuse observations, LangSmith runs and the LangSmith SDK's post/patch batches, Inspect
 AI eval logs (optional extra `inspect`), smolagents memory, AG2 runtime logging (SQLite) and GroupChat
-messages, ATIF (subagent trajectories in sibling files followed). `FORMATS` is a `rootstep.model.Registry`: a
+messages, ATIF (subagent trajectories in sibling files followed), Who&When logs and plain traces (`whowhen`:
+its labels are stored as human annotations). `FORMATS` is a `rootstep.model.Registry`: a
 `TraceFormat` registered there (or by the entry point `rootstep.trace_formats`) is read, detected and
 offered by `--format` like these. What an import could not keep is a warning per file
 (`FileSummary.warnings`); `strict=True` makes it an error. One module per format, each a pure function from
@@ -23,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._import import ImportReport, read_all, store
-from rootstep.model import Trajectory
-from .._store import Warehouse
+from ._import import ImportReport, read_all, store
+from rootstep.model import Annotation, Trajectory
+from rootstep.warehouse import Warehouse
 from ._build import CONTENT_NOT_CAPTURED
-from .detect import FORMATS, TraceFormat, detect_format, discover, load_traces
+from .detect import FORMATS, TraceFormat, detect_format, discover, load_traces, read_traces
 from .verdicts import VERDICT_FORMATS, export_verdicts, verdicts
 
 
@@ -67,11 +68,12 @@ def import_traces(
     run of its own (its summary names the file that includes it)."""
     report = TraceImportReport()
     loaded: dict[str, list[Trajectory]] = {}
+    formats: dict[str, str] = {}
 
-    def load(path: Path) -> list[tuple[Trajectory, None]]:
-        trajectories = load_traces(path, format, framework, benchmark, strict=strict)
-        loaded[str(path)] = trajectories
-        return [(t, None) for t in trajectories]
+    def load(path: Path) -> list[tuple[Trajectory, Annotation | None]]:
+        formats[str(path)], labelled = read_traces(path, format, framework, benchmark, strict=strict)
+        loaded[str(path)] = [t for t, _label in labelled]
+        return labelled
 
     parsed = read_all(discover(paths), load, report, skip_invalid=skip_invalid, progress=progress)
     included = {str(Path(sub).resolve()): file for file, ts in loaded.items() for t in ts
@@ -81,7 +83,7 @@ def import_traces(
         owner = included.get(str(Path(file).resolve()))
         earlier = {first_file.setdefault(t.id, file) for t in trajectories} - {file}
         report.summaries.append(FileSummary(
-            path=file, format=(trajectories[0].metadata.get("trace") or {}).get("format", "?") if trajectories else "?",
+            path=file, format=formats[file],
             runs=0 if owner else len(trajectories), steps=sum(len(t.steps) for t in trajectories),
             warnings=[w for t in trajectories for w in t.metadata.get("import_warnings") or []], included_in=owner,
             same_as=min(earlier) if earlier else None))
@@ -90,5 +92,6 @@ def import_traces(
     return report
 
 
-__all__ = ["CONTENT_NOT_CAPTURED", "FORMATS", "FileSummary", "ImportReport", "TraceFormat", "TraceImportReport", "VERDICT_FORMATS", "detect_format", "discover",
-           "export_verdicts", "import_traces", "load_traces", "verdicts"]
+__all__ = ["CONTENT_NOT_CAPTURED", "FORMATS", "FileSummary", "ImportReport", "TraceFormat", "TraceImportReport",
+           "VERDICT_FORMATS", "detect_format", "discover", "export_verdicts", "import_traces", "load_traces",
+           "read_traces", "verdicts"]

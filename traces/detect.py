@@ -14,15 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rootstep.model import InputError, Origin, Registry, Trajectory
+from rootstep.model import Annotation, InputError, Origin, Registry, Trajectory
 
-from . import ag2, atif, inspect_log, langfuse, langsmith, otlp, phoenix, smolagents
+from . import ag2, atif, inspect_log, langfuse, langsmith, otlp, phoenix, smolagents, whowhen
 
 SUFFIXES = (".json", ".jsonl", ".eval", ".db", ".sqlite", ".sqlite3")
 _BINARY = (".eval", ".db", ".sqlite", ".sqlite3")
 
 Loader = Callable[[Path, Any, str | None, str | None], list[Trajectory]]
 Check = Callable[[Path, Any], tuple[bool, str]]
+Labelled = list[tuple[Trajectory, "Annotation | None"]]
+LabelledLoader = Callable[[Path, Any, str | None, str | None], Labelled]
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,14 @@ class TraceFormat:
     registration order; None: chosen by name (`--format`) only."""
     binary: bool = False
     """`check` is also tried on binary files (`data` None)."""
+    load_labelled: LabelledLoader | None = None
+    """For a format whose files carry labels too (Who&When's `mistake_agent` / `mistake_step`): the same runs
+    as `load`, each with its label or None; `import_traces` stores both."""
 
 
 def _adopt_format(ep: Any, obj: Any) -> tuple[str, TraceFormat]:
     if not isinstance(obj, TraceFormat):
-        raise TypeError(f"{ep.value} is not a rootstep.warehouse.traces.TraceFormat")
+        raise TypeError(f"{ep.value} is not a rootstep.traces.TraceFormat")
     return ep.name, obj
 
 
@@ -185,6 +190,13 @@ def load_traces(path: str | Path, format: str = "auto", framework: str | None = 
 
     Each trajectory lists what the import could not keep in `metadata["import_warnings"]` (steps stored
     empty, messages in a shape not read, subagents absent); `strict=True` raises on the first instead."""
+    return [t for t, _label in read_traces(path, format, framework, benchmark, strict)[1]]
+
+
+def read_traces(path: str | Path, format: str = "auto", framework: str | None = None, benchmark: str | None = None,
+                strict: bool = False) -> tuple[str, Labelled]:
+    """The format of one trace file and its trajectories, each with the label the file gives it (None for a
+    format without labels); as `load_traces`."""
     path = Path(path)
     file = str(path)
     if format != "auto" and format not in FORMATS:
@@ -196,12 +208,16 @@ def load_traces(path: str | Path, format: str = "auto", framework: str | None = 
         raise InputError(file, "<file>", "the file is empty")
     data = _data(path)
     name = detect_format(path, data) if format == "auto" else format
-    trajectories = FORMATS.get(name).load(path, data, framework, benchmark)
+    chosen = FORMATS.get(name)
+    if chosen.load_labelled is not None:
+        labelled = chosen.load_labelled(path, data, framework, benchmark)
+    else:
+        labelled = [(t, None) for t in chosen.load(path, data, framework, benchmark)]
     if strict:
-        for t in trajectories:
+        for t, _label in labelled:
             for warning in t.metadata.get("import_warnings") or []:
                 raise InputError(file, f"trace {t.metadata['trace'].get('trace_id') or t.task_id}", f"{warning} (--strict)")
-    return trajectories
+    return name, labelled
 
 
 def _required(data: Any, path: Path, name: str, check: Callable[[Any], tuple[bool, str]]) -> Any:
@@ -234,6 +250,12 @@ def _load_ag2(path: Path, data: Any, framework: str | None, benchmark: str | Non
     return ag2.load_messages(_required(data, path, "ag2", ag2.is_ag2_messages), str(path), framework, benchmark)
 
 
+def _load_whowhen(path: Path, data: Any, framework: str | None, benchmark: str | None) -> Labelled:
+    # the record's own parser names the field that is wrong (`history`, `mistake_step`, ...); it reads the
+    # file's text again to keep its formatting for a byte-identical export
+    return [whowhen.load_file(path, framework, benchmark)]
+
+
 def _load_inspect(path: Path, data: Any, framework: str | None, benchmark: str | None) -> list[Trajectory]:
     _checked("inspect", path, inspect_log.is_inspect(path, data))
     return inspect_log.load(path, str(path), framework, benchmark)
@@ -251,6 +273,9 @@ for _name, _format in {
     "langsmith": _json_format("langsmith", langsmith, langsmith.is_langsmith),
     "langfuse": _json_format("langfuse", langfuse, langfuse.is_langfuse),
     "smolagents": _json_format("smolagents", smolagents, smolagents.is_smolagents),
+    "whowhen": TraceFormat(lambda path, data, framework, benchmark: [t for t, _ in _load_whowhen(path, data, framework,
+                                                                                                 benchmark)],
+                           lambda path, data: whowhen.is_whowhen(data), load_labelled=_load_whowhen),
 }.items():
     FORMATS.register(_name, _format, origin=Origin.BUILTIN)
 

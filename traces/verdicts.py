@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rootstep.model import Annotation, Trajectory, content_id
-from .._schemas import annotation_from_row
-from .._store import Warehouse
+from rootstep.warehouse import Warehouse, annotation_from_row
 from .atif import to_atif
 
 VERDICT_FORMATS = ("otlp", "langfuse", "phoenix", "atif")
