@@ -20,14 +20,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rootstep.model import Registry, lazy_exports
+from rootstep.model import Registry
 
 if TYPE_CHECKING:
-    from rootstep.adapters._visible_tests import visible_tests
     from rootstep.adapters.base import Adapter
-
-# `visible_tests(task)`: the tests a coding task shows its agents (the fault injector reads them too)
-__getattr__ = lazy_exports(__name__, {"visible_tests": "_visible_tests"})
 
 
 def _adopt(ep: Any, obj: Any) -> tuple[str, type["Adapter"]]:
@@ -116,5 +112,4 @@ __all__ = [
     "list_adapters",
     "register_adapter",
     "use_systems",
-    "visible_tests",
 ]

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from rootstep.adapters._images import OPENAI2_CLOSURE, OPENAI2_VERSION
-from rootstep.adapters._visible_tests import visible_tests
+from rootstep.benchmarks import visible_tests
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
 from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rootstep.adapters._images import OPENAI2_CLOSURE, OPENAI2_VERSION
-from rootstep.adapters._visible_tests import visible_tests
+from rootstep.benchmarks import visible_tests
 from rootstep.adapters.base import Adapter, with_reads
 from rootstep.prompts import render
 from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec

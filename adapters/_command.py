@@ -234,7 +234,7 @@ def steps_from_calls(prompt: str, calls: list[LLMCall]) -> list[Step]:
 
 def public_task(task: Task, instruction: str) -> dict[str, Any]:
     """What the program may see of a task: never the ground truth or hidden tests."""
-    from rootstep.adapters._visible_tests import visible_tests
+    from rootstep.benchmarks import visible_tests
 
     return {
         "benchmark": task.benchmark, "task_id": task.task_id, "kind": task.kind, "prompt": task.prompt,

@@ -12,8 +12,9 @@ Public face:
 - `programmatic_perturbations` and the perturbations in `PERTURBATIONS` (no LLM needed).
 - `Budget` (limits per label: the search's own work, and an outer wall clock), `Meter` (what a search spent, in
   `rootstep.model.Usage`, and the limit that cut it: `Cut`, `SearchStats`), `ReplayOutcome`
-  (what a replay callable reports: its `Usage`, a divergence or an error), `ReplayFn`, and
-  `adapter_replay(adapter, trajectory)`, the `ReplayFn` over a framework adapter's `replay`.
+  (what a replay callable reports: its `Usage`, a divergence or an error), and `ReplayFn`, what a search calls
+  to try an intervention (over a framework adapter: `rootstep.flows.adapter_replay`; the core imports no
+  adapter).
 - `Asked`, `with_transcript`: the analyzer's / perturber's calls, kept on the annotation as evidence.
 - `Effect`, `effect`, `band`, `probability_greater`, `wilson`: the confidence of a label (the probability
   that the intervention raised the flip rate against the controls, and a Wilson interval on the difference).
@@ -21,7 +22,7 @@ See docs/annotation.md.
 """
 
 
-from ._attempt import Asked, ReplayFn, ReplayOutcome, adapter_replay, proven_identical, rewrite_budget, with_transcript
+from ._attempt import Asked, ReplayFn, ReplayOutcome, proven_identical, rewrite_budget, with_transcript
 from ._budget import Budget, Cut, Meter, SearchStats
 from ._confidence import Effect, band, effect, probability_greater, wilson
 from ._counterfactual import (
@@ -71,7 +72,6 @@ __all__ = [
     "ReplayOutcome",
     "SearchStats",
     "TaskContext",
-    "adapter_replay",
     "alter_tool_argument",
     "band",
     "change_constant",

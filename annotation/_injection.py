@@ -286,7 +286,7 @@ def _team_view(trajectory: Trajectory, step: Step, task: Task | None, verdict: V
                                   for s in later if s.agent != step.agent or s.kind != "agent"))
     visible: list[str] = []
     if task is not None and task.kind == "coding":
-        from rootstep.adapters import visible_tests
+        from rootstep.benchmarks import visible_tests
 
         visible = visible_tests(task)
     details = (verdict.details if verdict is not None else {}) or {}

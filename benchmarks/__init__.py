@@ -49,6 +49,7 @@ from ._registry import (
     verify,
 )
 from ._search import Hit, Paragraph, search, task_search
+from ._visible_tests import visible_tests
 from ._suspect import (
     Verify,
     answer_leak,
@@ -126,4 +127,5 @@ __all__ = [
     "verifier",
     "verifier_info",
     "verify",
+    "visible_tests",
 ]

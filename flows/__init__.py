@@ -7,11 +7,16 @@ package does not import Prefect): `rootstep.flows.collect.collect`, `rootstep.fl
 docs/pipeline.md. `Runner` says where their units of work run (`runner=`): threads of the flow's
 process, or a Dask / Ray cluster; `open_session` opens the gateway, warehouse and limits a unit runs in,
 and `perform(spec, session)` runs one unit (`rootstep run` collects this way, without Prefect; the
-caller stores the outcome with `session.store`).
+caller stores the outcome with `session.store`). `adapter_replay(adapter, trajectory)` is the annotation
+searches' `ReplayFn` over a framework adapter (imported on first use).
 """
+
+from rootstep.model import lazy_exports
 
 from ._runner import Runner
 from ._session import open_session
 from ._unit import perform
 
-__all__ = ["Runner", "open_session", "perform"]
+__getattr__ = lazy_exports(__name__, {"adapter_replay": "_replay"})
+
+__all__ = ["Runner", "adapter_replay", "open_session", "perform"]

@@ -41,7 +41,6 @@ from rootstep.annotation import (
     SearchStats,
     InjectionMode,
     ReplayOutcome,
-    adapter_replay,
     find_decisive_step,
     inject_fault,
     proven_identical,
@@ -49,6 +48,7 @@ from rootstep.annotation import (
     with_transcript,
 )
 from ._remote import worker_id
+from ._replay import adapter_replay
 from ._runner import Runner, open_runner
 from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, open_session
 from ._unit import Outcome, UnitSpec, gather, unit_task

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rootstep.adapters._visible_tests import visible_tests
+from rootstep.benchmarks import visible_tests
 from rootstep.benchmarks import AnswerContract
 from rootstep.model import Task
 

@@ -47,7 +47,7 @@ def failed(env):
 
 
 def test_visible_tests_come_from_the_prompt_only():
-    from rootstep.adapters._visible_tests import visible_tests
+    from rootstep.benchmarks import visible_tests
 
     assert visible_tests(add_task()) == ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
     humaneval = Task(

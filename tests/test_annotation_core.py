@@ -688,7 +688,7 @@ def test_programmatic_perturbations_are_seeded_and_only_touch_agent_steps():
 
 
 def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
-    from rootstep.annotation import adapter_replay
+    from rootstep.flows import adapter_replay
 
     ledger = Ledger({3})
     run = ledger.trajectory()
@@ -719,7 +719,7 @@ def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
 
 def test_adapter_replay_retries_an_infrastructure_failure_once_then_reports_it():
     from rootstep.adapters.base import AdapterError
-    from rootstep.annotation import adapter_replay
+    from rootstep.flows import adapter_replay
     from rootstep.annotation._attempt import try_intervention
     from rootstep.annotation._budget import Meter
 

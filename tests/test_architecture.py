@@ -9,6 +9,8 @@ as `rootstep.<folder>`. Two rules:
   too: a lazy import is still a dependency).
 And three floors:
 - `model/`, the bottom, imports no other stage and nothing but the standard library and pydantic;
+- the annotation core is pure: of the other stages it imports only `model`, `benchmarks` (answers, verifiers)
+  and `prompts`, never an adapter, a tracer, the gateway, the warehouse or the flows;
 - the roof is `rootstep/` (the CLI package) with each stage's commands (its `cli.py` modules, mounted by
   `rootstep.cli`) and `ui/`: no stage imports the roof, so the cycle check needs no exemption for it.
 """
@@ -131,6 +133,15 @@ def imports_of_the_bottom_floor() -> list[str]:
     return found
 
 
+PURE_CORE = {"annotation": {"model", "benchmarks", "prompts"}}
+"""Stages whose imports of other stages are limited to these."""
+
+
+def impure_imports() -> list[str]:
+    return sorted(where for source, target, where in _edges()
+                  if source in PURE_CORE and target not in PURE_CORE[source])
+
+
 def stage_cycles() -> list[list[str]]:
     graph: dict[str, set[str]] = {node: set() for node in [*STAGES, ROOF] if node not in (CLI_PACKAGE, "ui")}
     for source, target, _where in _edges():
@@ -173,6 +184,11 @@ def test_no_stage_imports_the_cli_or_the_ui():
         "\n".join(found)
 
 
+def test_the_annotation_core_imports_no_adapter_tracer_gateway_warehouse_or_flow():
+    found = impure_imports()
+    assert found == [], "the annotation core imports beyond model, benchmarks and prompts:\n" + "\n".join(found)
+
+
 def test_the_bottom_floor_imports_only_the_standard_library_and_pydantic():
     found = imports_of_the_bottom_floor()
     assert found == [], "rootstep.model imports beyond the standard library and pydantic:\n" + "\n".join(found)
@@ -191,6 +207,7 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     assert floor_of_module("rootstep.ui") == ROOF and floor_of_module("rootstep.flows.annotate") == "flows"
     roof_imports = {target for source, target, _where in _edges() if source == ROOF}
     assert {"flows", "warehouse", "model"} <= roof_imports  # the CLI's own imports are seen
+    assert ("annotation", "benchmarks") in {(source, target) for source, target, _where in _edges()}
 
 
 def test_the_shared_types_do_not_load_the_storage():
