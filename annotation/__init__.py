@@ -11,7 +11,7 @@ Public face:
   `Corruption`, `InjectionAttempt`, `InjectionMode`.
 - `programmatic_perturbations` and the perturbations in `PERTURBATIONS` (no LLM needed).
 - `Budget` (limits per label: the search's own work, and an outer wall clock), `Meter` (what a search spent, in
-  `rootstep.model.Usage`, and the limit that cut it: `Cut`, `SearchStats`), `ReplayOutcome`
+  `rootstep.model.Usage`, and the limit that cut it: `Cut`; its record `rootstep.model.SearchStats`), `ReplayOutcome`
   (what a replay callable reports: its `Usage`, a divergence or an error), and `ReplayFn`, what a search calls
   to try an intervention (over a framework adapter: `rootstep.flows.adapter_replay`; the core imports no
   adapter).
@@ -23,7 +23,7 @@ See docs/annotation.md.
 
 
 from ._attempt import Asked, ReplayFn, ReplayOutcome, proven_identical, rewrite_budget, with_transcript
-from ._budget import Budget, Cut, Meter, SearchStats
+from ._budget import Budget, Cut, Meter
 from ._confidence import Effect, band, effect, probability_greater, wilson
 from ._counterfactual import (
     Attempt,
@@ -70,7 +70,6 @@ __all__ = [
     "Perturbation",
     "ReplayFn",
     "ReplayOutcome",
-    "SearchStats",
     "TaskContext",
     "alter_tool_argument",
     "band",

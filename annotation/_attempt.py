@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from rootstep.model import (
     Annotation,
     Asked,
+    Edit,
+    FlipProof,
     Intervention,
     LLMCall,
     Replay,
@@ -665,14 +667,13 @@ class FlipCheck(BaseModel):
     why_not: str | None = None
     """Why the flip is not the intervention's effect (`not_causal`)."""
 
-    def summary(self) -> dict[str, Any]:
-        """What the label's metadata keeps."""
-        return {"flips": self.effect.flips, "trials": self.effect.trials,
-                "control_flips": self.effect.control_flips, "control_trials": self.effect.control_trials,
-                "controls_replayed": [r.id for r in self.controls], "controls_proven_identical": self.proven_identical,
-                "proven_identical_because": self.proven_why, "repeat_replays": [r.id for r in self.repeats],
-                "difference": self.effect.difference, "interval": [self.effect.low, self.effect.high],
-                "confidence": self.effect.confidence}
+    def summary(self) -> FlipProof:
+        """What the label keeps of the check (`Annotation.flip_check`)."""
+        return FlipProof(flips=self.effect.flips, trials=self.effect.trials, control_flips=self.effect.control_flips,
+                         control_trials=self.effect.control_trials, controls_replayed=[r.id for r in self.controls],
+                         controls_proven_identical=self.proven_identical, proven_identical_because=self.proven_why,
+                         repeat_replays=[r.id for r in self.repeats], difference=self.effect.difference,
+                         interval=[self.effect.low, self.effect.high], confidence=self.effect.confidence)
 
 
 def check_flip(
@@ -824,7 +825,7 @@ def unfounded_description(description: str, original: str, new: str) -> str | No
     return "it names nothing the edit changed"
 
 
-def edit_size(original: str, new: str) -> dict[str, Any]:
+def edit_size(original: str, new: str) -> Edit:
     """How much a fix or corruption changed its step: characters and lines changed (inserted, deleted or
     replaced, whichever side is longer per change), their share of the step, the length ratio, and what
     changed (`edit_summary`)."""
@@ -833,6 +834,6 @@ def edit_size(original: str, new: str) -> dict[str, Any]:
         return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
 
     chars = changed(original, new)
-    return {"chars_changed": chars, "lines_changed": changed(original.splitlines(), new.splitlines()),
-            "share": round(chars / max(len(original), len(new), 1), 3),
-            "growth": round(len(new) / max(len(original), 1), 2), "summary": edit_summary(original, new)}
+    return Edit(chars_changed=chars, lines_changed=changed(original.splitlines(), new.splitlines()),
+                share=round(chars / max(len(original), len(new), 1), 3),
+                growth=round(len(new) / max(len(original), 1), 2), summary=edit_summary(original, new))

@@ -13,11 +13,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootstep.model import Usage
+from rootstep.model import CutLimit, SearchStats, Usage
 
 
 class Budget(BaseModel):
@@ -80,9 +79,6 @@ PIPELINE_WALL_CLOCK = 3600.0
 cores: a search of a 12-agent-step run that tries every step (about 16 replays of 60-90 s and 30 analyzer
 calls of 20-60 s) fits; a search that takes longer is stuck, not working."""
 
-CutLimit = Literal["replays", "llm_calls", "live_calls", "tokens", "wall_clock"]
-
-
 class Cut(BaseModel):
     """The first limit that stopped a search from doing what it would have done next."""
 
@@ -93,27 +89,6 @@ class Cut(BaseModel):
     """The limit and what had been spent (`replay budget of 9 spent`)."""
     stopped: str = ""
     """What it stopped (`ranked search`, `earlier scan before step 5`, ...)."""
-
-
-class SearchStats(BaseModel):
-    """What a search did and the limit that cut it, if any (`Meter.stats`; kept in the annotation's
-    `metadata["search_stats"]`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    replays: int = 0
-    """Replays tried, controls apart."""
-    control_replays: int = 0
-    analyzer_calls: int = 0
-    """Calls of the analyzer / perturber (re-asks included)."""
-    live_calls: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
-    """Wall seconds since the scheduler admitted the search."""
-    cut_by: CutLimit | None = None
-    """The first limit that stopped the search from doing what it would have done next (None: it finished)."""
-    cut_reason: str | None = None
-    cut_stopped: str | None = None
 
 
 @dataclass

@@ -47,7 +47,19 @@ from rootstep.benchmarks import (
     verify_quietly,
 )
 from rootstep.prompts import render, render_steps
-from rootstep.model import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Verdict, match_agent
+from rootstep.model import (
+    Annotation,
+    Edit,
+    Evidence,
+    Intervention,
+    Replay,
+    SearchStats,
+    Step,
+    Task,
+    Trajectory,
+    Verdict,
+    match_agent,
+)
 
 from ._attempt import (
     Asked,
@@ -76,7 +88,7 @@ from ._attempt import (
     verdict_feedback,
     with_transcript,
 )
-from ._budget import Budget, Meter, SearchStats
+from ._budget import Budget, Meter
 
 SearchName = Literal["rootstep", "sequential"]
 StepRequest = Callable[[Step], "list[dict[str, Any]] | None"]
@@ -146,7 +158,7 @@ class Attempt(BaseModel):
     """A joint fix: the further, later steps fixed in the same replay (`diagnosis` is the earliest)."""
     check: FlipCheck | None = None
     """Repeats and controls of a success (`check_flip`): the flip is causal only when the controls fail."""
-    edit: dict[str, Any] = Field(default_factory=dict)
+    edit: Edit | None = None
     """The fix's size (`edit_size`) and whether it states an answer the step did not (`adds_answer`)."""
     repeated: bool = False
     """The fixed replay failed with the run's original final answer: later agents carried the error on."""
@@ -613,8 +625,9 @@ class _Search:
         attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint), edit=edit_size(original, diagnosis.fix),
                           beside=[r for r, _ in beside])
         if self.task is not None:
-            attempt.edit["adds_answer"] = (gives_answer(self.task, diagnosis.fix, self.run_program)
-                                           and not gives_answer(self.task, original, self.run_program))
+            attempt.edit = attempt.edit.model_copy(update={"adds_answer": (
+                gives_answer(self.task, diagnosis.fix, self.run_program)
+                and not gives_answer(self.task, original, self.run_program))})
         attempt.repeated = (row.success_after is False and result is not None
                             and same_text(result.final_answer or "", self.trajectory.final_answer or ""))
         if row.success_after is False:
@@ -803,14 +816,14 @@ class _Search:
             "control_replays": self.meter.control_replays,
             "controls": self.controls,
             "repeats": self.repeats,
-            "answer_leaks": len(leaks),
             "not_causal_steps": [a.diagnosis.step for a in self.attempts if a.not_causal],
-            "search_stats": (stats := self.meter.stats()).model_dump(),
         }
+        stats = self.meter.stats()
         if self.meter.cut is not None:
             evidence_notes.append(f"cut: {self.meter.cut.reason} (it stopped {self.meter.cut.stopped})")
         common = dict(run_id=t.id, framework=t.framework, benchmark=t.benchmark, method="counterfactual",
-                      annotator=model_name(self.analyzer, "analyzer"), cost=self.meter.cost())
+                      annotator=model_name(self.analyzer, "analyzer"), cost=self.meter.cost(),
+                      answer_leaks=len(leaks), search_stats=stats)
         finding = self.no_agent_error
         if finding is not None:
             where = "the final answer" if finding.answer_step is None else f"step {finding.answer_step}"
@@ -827,9 +840,9 @@ class _Search:
             )
         elif self.best is None and (a := self.reformatted_answer()) is not None:
             suspect = is_suspect(self.verdict)
-            metadata.update(outcome="presentation-only fix succeeded", proof_replay_id=a.replay.id)
+            metadata.update(outcome="presentation-only fix succeeded")
             annotation = Annotation(
-                **common, status="verifier_suspect", verified=False,
+                **common, status="verifier_suspect", verified=False, proof_replay_id=a.replay.id,
                 evidence=Evidence(
                     reason=f"re-formatting step {a.diagnosis.step}'s answer turned the run into a success "
                            f"({a.presentation_only})" + (f"; the verdict was suspect: {suspect}" if suspect else
@@ -841,11 +854,8 @@ class _Search:
             best = self.best
             assert best.check is not None
             open_steps = self.open_earlier(best.diagnosis.step)
-            metadata.update(proof_replay_id=best.replay.id, fixed_run_id=best.replay.result_run_id,
-                            steps=best.steps, agents=[best.diagnosis.agent, *(d.agent for d in best.joint)],
-                            multi_step=bool(best.joint), edit=best.edit, flip_check=best.check.summary(),
-                            confidence=best.check.effect.confidence, untested_earlier=open_steps,
-                            earliest="established" if not open_steps else "unproven")
+            metadata.update(fixed_run_id=best.replay.result_run_id,
+                            agents=[best.diagnosis.agent, *(d.agent for d in best.joint)], untested_earlier=open_steps)
             fix = best.diagnosis.fix if not best.joint else "\n\n".join(
                 f"[step {d.step}, {d.agent}]\n{d.fix}" for d in [best.diagnosis, *best.joint])
             if open_steps:
@@ -853,16 +863,19 @@ class _Search:
                                       f"{best.diagnosis.step} were neither tested nor judged correct")
             annotation = Annotation(
                 **common, agent=best.diagnosis.agent, step=best.diagnosis.step, verified=not open_steps,
-                status="labelled" if not open_steps else "unproven_earliest",
+                status="labelled" if not open_steps else "unproven_earliest", steps=best.steps,
+                proof_replay_id=best.replay.id, edit=best.edit,
+                flip_check=best.check.summary(), confidence=best.check.effect.confidence,
+                earliest="established" if not open_steps else "unproven",
                 evidence=Evidence(reason=best.diagnosis.reason, fix=fix,
                                   replay_ids=[r.id for r in replays], notes=evidence_notes),
                 metadata=metadata,
             )
         elif (a := next((x for x in self.attempts if x.not_causal), None)) is not None:
-            metadata.update(outcome="not_causal", proof_replay_id=a.replay.id, steps=a.steps,
-                            flip_check=None if a.check is None else a.check.summary())
+            metadata.update(outcome="not_causal")
             annotation = Annotation(
                 **common, status="not_causal", verified=False, agent=a.diagnosis.agent, step=a.diagnosis.step,
+                proof_replay_id=a.replay.id, steps=a.steps, flip_check=None if a.check is None else a.check.summary(),
                 evidence=Evidence(reason=f"a fix at step {a.diagnosis.step} flipped the run, but {a.not_causal}",
                                   fix=a.diagnosis.fix, replay_ids=[r.id for r in replays], notes=evidence_notes),
                 metadata=metadata,

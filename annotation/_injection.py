@@ -36,14 +36,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from rootstep.benchmarks import final_answer_span
 from rootstep.benchmarks import RunProgram, Verify, code_key, gives_answer, is_suspect, planted_answer
 from rootstep.prompts import render, render_steps
-from rootstep.model import Annotation, Evidence, Intervention, Replay, Step, Task, Trajectory, Usage, Verdict
+from rootstep.model import (
+    Annotation,
+    Edit,
+    Evidence,
+    Intervention,
+    Replay,
+    SearchStats,
+    Step,
+    Task,
+    Trajectory,
+    Usage,
+    Verdict,
+)
 
 from ._attempt import (
     Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
     json_object, model_name, not_the_step_itself, same_work, try_intervention, unfounded_description, work_key,
     with_transcript,
 )
-from ._budget import Budget, Meter, SearchStats
+from ._budget import Budget, Meter
 from ._counterfactual import TaskContext
 from ._perturbations import Perturbation, programmatic_perturbations
 
@@ -83,7 +95,7 @@ class InjectionAttempt(BaseModel):
     """The corrupted run failed, but its verdict is suspect (the verifier may have misread it): no flip."""
     check: FlipCheck | None = None
     """Repeats and controls of a failure (`check_flip`): the flip is causal only when the controls succeed."""
-    edit: dict[str, Any] = Field(default_factory=dict)
+    edit: Edit | None = None
 
     @property
     def failed(self) -> bool:
@@ -357,7 +369,8 @@ class _Injection:
                              edit=edit_size(original, c.content))
         if self.context.task is not None:
             task, run = self.context.task, self.run_program
-            a.edit["adds_answer"] = gives_answer(task, c.content, run) and not gives_answer(task, original, run)
+            a.edit = a.edit.model_copy(update={"adds_answer": gives_answer(task, c.content, run)
+                                                and not gives_answer(task, original, run)})
         if a.failed:
             a.check = check_flip(self.trajectory, intervention, self.judged, self.replay, self.meter, "fault_injection",
                                  controls=self.controls, repeats=self.repeats,
@@ -492,7 +505,7 @@ class _Injection:
         reason = c.description
         if unfounded is not None:
             # the perturber's account is its claim; what the edit did is read from the two texts
-            reason = (f"{proof.edit.get('summary') or 'the step was rewritten'} (the perturber described it as "
+            reason = (f"{(proof.edit.summary if proof.edit else '') or 'the step was rewritten'} (the perturber described it as "
                       f"{c.description!r}: {unfounded})")
             notes.append(f"the perturber's description is not an account of its edit ({unfounded}): the label's "
                          "reason is the edit itself")
@@ -507,15 +520,15 @@ class _Injection:
             annotator=annotator,
             evidence=Evidence(reason=reason, corruption=c.content, replay_ids=[r.id for r in replays], notes=notes),
             cost=cost,
-            metadata={"source_run_id": t.id, "proof_replay_id": proof.replay.id, "corruption_source": c.source,
+            steps=[c.step], confidence=proof.check.effect.confidence, flip_check=proof.check.summary(),
+            proof_replay_id=proof.replay.id, edit=proof.edit, earliest="by construction", answer_leaks=leaks,
+            search_stats=stats,
+            metadata={"source_run_id": t.id, "corruption_source": c.source,
                       "perturbation": c.name, "tool_calls_changed": c.tool_calls is not None, "mode": applied,
                       "persist": c.instruction if proof.mode == "persistent" else None, "unnoticed": c.unnoticed,
                       "position": round(c.step / max(len(t.steps) - 1, 1), 3), "points": self.points,
-                      "steps": [c.step], "multi_step": False, "edit": proof.edit, "flip_check": proof.check.summary(),
-                      "confidence": proof.check.effect.confidence, "answer_leaks": leaks,
-                      "control_replays": self.meter.control_replays, "earliest": "by construction",
-                      "description": c.description, "description_unfounded": unfounded,
-                      "search_stats": stats.model_dump()},
+                      "control_replays": self.meter.control_replays,
+                      "description": c.description, "description_unfounded": unfounded},
         )
         annotation = with_transcript(annotation, self.asked, self.perturber)
         return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, **common)

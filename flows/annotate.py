@@ -34,11 +34,10 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from rootstep.benchmarks import is_suspect, sandbox_runner, suspect_reason
-from rootstep.model import Annotation, Evidence, LLMCall, Step, Trajectory, Usage
+from rootstep.model import Annotation, Evidence, LLMCall, SearchStats, Step, Trajectory, Usage
 
 from rootstep.annotation import (
     Budget,
-    SearchStats,
     InjectionMode,
     ReplayOutcome,
     find_decisive_step,
@@ -110,7 +109,7 @@ class Causality(BaseModel):
 
 def _keep(annotation: Annotation, causality: Causality) -> Annotation:
     """The annotation, unverified (out of `labels`) when its confidence is below `min_confidence`."""
-    confidence = annotation.metadata.get("confidence")
+    confidence = annotation.confidence
     if not annotation.verified or confidence is None or confidence >= causality.min_confidence:
         return annotation
     return annotation.model_copy(update={
@@ -290,6 +289,14 @@ def _replay_fn(session: Session, trajectory: Trajectory, captured: list[Trajecto
     return replay
 
 
+def as_recheck(again: Annotation, label: Annotation) -> Annotation:
+    """`again`, a search of `label`'s run done again from scratch, stored as its re-check: never verified
+    itself (never in `labels`), naming the label it re-did and whether it lands on the same (agent, step)."""
+    agrees = again.status == "labelled" and (again.agent, again.step) == (label.agent, label.step)
+    return again.model_copy(update={"verified": False, "recheck_of": label.id, "recheck_agrees": agrees, "metadata": {
+        **again.metadata, "recheck_verified": again.verified, "original": {"agent": label.agent, "step": label.step}}})
+
+
 def suspect_verdict(session: Session, trajectory: Trajectory) -> str | None:
     """Why the run's failed verdict may be the verifier's misreading of a right answer: the reason stored
     with the verdict, or (runs collected before the check existed) `suspect_reason` computed now."""
@@ -305,7 +312,7 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
     """The search on one failure; nothing written (`runs`: the replayed runs, in `session`'s journal).
     A failure whose verdict is suspect is not searched unless `include_suspect` (status `verdict_suspect`).
     `recheck`: a label to re-do from scratch (fresh analyzer samples, the agent steps asked in another,
-    seeded order); the new annotation names it (`metadata.recheck_of`) and stays out of `labels`."""
+    seeded order); the new annotation names it (`recheck_of`) and stays out of `labels`."""
     from rootstep.adapters import with_adapter_reads
 
     trajectory, run_id, causality, recheck = spec.trajectory, spec.run_id, spec.causality, spec.recheck
@@ -335,16 +342,14 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
     a = _keep(result.annotation, causality)
     agrees = None
     if recheck is not None:
-        agrees = a.status == "labelled" and (a.agent, a.step) == (recheck.agent, recheck.step)
-        a = a.model_copy(update={"verified": False, "metadata": {
-            **a.metadata, "recheck_of": recheck.id, "recheck_agrees": agrees,
-            "recheck_verified": a.verified, "original": {"agent": recheck.agent, "step": recheck.step}}})
+        a = as_recheck(a, recheck)
+        agrees = a.recheck_agrees
     run = AnnotatedRun(
         method="counterfactual", run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
         task_id=trajectory.task_id, status=a.status, labelled_run_id=a.run_id, annotation_id=a.id, agent=a.agent,
         step=a.step, verified=a.verified, cost=a.cost, worker=worker_id(),
-        reason=None if a.status == "labelled" else a.evidence.reason, confidence=a.metadata.get("confidence"),
-        steps=list(a.metadata.get("steps") or []), recheck_of=None if recheck is None else recheck.id, agrees=agrees,
+        reason=None if a.status == "labelled" else a.evidence.reason, confidence=a.confidence,
+        steps=list(a.steps), recheck_of=None if recheck is None else recheck.id, agrees=agrees,
         stats=result.stats,
     )
     return Annotated(row=run, runs=captured, replays=result.replays, annotations=[a])
@@ -375,7 +380,7 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
         labelled_run_id=None if a is None else a.run_id, annotation_id=None if a is None else a.id,
         agent=None if a is None else a.agent, step=None if a is None else a.step,
         verified=a is not None and a.verified, cost=result.cost, worker=worker_id(), mode=None if a is None else a.metadata.get("mode"),
-        confidence=None if a is None else a.metadata.get("confidence"), stats=result.stats,
+        confidence=None if a is None else a.confidence, stats=result.stats,
     )
     return Annotated(row=run, runs=captured, replays=result.replays,
                      annotations=[a if a is not None else with_transcript(not_flipped_record(trajectory, result, perturber_model),
@@ -395,9 +400,8 @@ def not_flipped_record(trajectory: Trajectory, result: Any, perturber_model: str
                                                 f"but {not_causal[0].not_causal}") if not_causal else
                                         "no corruption flipped the run", replay_ids=[r.id for r in result.replays],
                                         notes=result.notes),
-                      cost=result.cost, metadata={"points": result.points, "answer_leaks": leaks,
-                                                  "not_causal_steps": [x.corruption.step for x in not_causal],
-                                                  "search_stats": result.stats.model_dump()})
+                      cost=result.cost, answer_leaks=leaks, search_stats=result.stats,
+                      metadata={"points": result.points, "not_causal_steps": [x.corruption.step for x in not_causal]})
 
 
 def _search_inputs(session: Session, run_id: str) -> dict[str, Any]:
@@ -545,7 +549,7 @@ def recheck_queue(session: Session, frameworks: Sequence[str] | None = None, ben
     where, params = _scope("r", frameworks, benchmarks, run_ids)
     sql = (f"SELECT a.* FROM labels l JOIN annotations a ON a.id = l.id JOIN runs r ON r.id = l.run_id WHERE {where} "
            "AND l.method = 'counterfactual' AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.run_id = l.run_id "
-           "AND json_extract_string(x.metadata, '$.recheck_of') = l.id) ORDER BY l.created_at DESC, l.id")
+           "AND x.recheck_of = l.id) ORDER BY l.created_at DESC, l.id")
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     with session.lock:
@@ -568,7 +572,7 @@ def recheck(
     causality: Causality | None = None,
 ) -> AnnotateReport:
     """Re-annotate `n` labelled failures from scratch (fresh analyzer samples, the agent steps asked in another,
-    seeded order) and store each attempt beside the label (`metadata.recheck_of`, never in `labels`): the
+    seeded order) and store each attempt beside the label (`recheck_of`, never in `labels`): the
     `agreement` view and `rootstep quality` report how often the (agent, step) agree."""
     started = time.perf_counter()
     with open_session(warehouse, session=session, limits=limits) as session, open_runner(runner, session) as placement:

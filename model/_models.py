@@ -381,6 +381,64 @@ class Evidence(_Model):
         return self.model_dump(exclude={"transcript", "transcript_run_id"})
 
 
+CutLimit = Literal["replays", "llm_calls", "live_calls", "tokens", "wall_clock"]
+
+
+class SearchStats(_Model):
+    """What a search did and the limit that cut it, if any (`Meter.stats`; `Annotation.search_stats`)."""
+
+    replays: int = 0
+    """Replays tried, controls apart."""
+    control_replays: int = 0
+    analyzer_calls: int = 0
+    """Calls of the analyzer / perturber (re-asks included)."""
+    live_calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    """Wall seconds since the scheduler admitted the search."""
+    cut_by: CutLimit | None = None
+    """The first limit that stopped the search from doing what it would have done next (None: it finished)."""
+    cut_reason: str | None = None
+    cut_stopped: str | None = None
+
+
+class FlipProof(_Model):
+    """How a flip was proven: the intervention's replays against control replays of the step unchanged."""
+
+    flips: int
+    trials: int
+    control_flips: int
+    control_trials: int
+    controls_replayed: list[str] = Field(default_factory=list)
+    controls_proven_identical: int = 0
+    """Controls not replayed because the provider answers the same request the same way (`proven_identical_because`)."""
+    proven_identical_because: str | None = None
+    repeat_replays: list[str] = Field(default_factory=list)
+    difference: float
+    interval: list[float]
+    """Newcombe's interval on the difference of the two flip rates: [low, high]."""
+    confidence: float
+    """The posterior probability that the intervention raised the flip rate."""
+
+
+class Edit(_Model):
+    """How much a fix or a corruption changed its step."""
+
+    chars_changed: int
+    lines_changed: int
+    share: float
+    """Characters changed over the longer of the two texts."""
+    growth: float
+    """The new text's length over the old one's."""
+    summary: str
+    """What changed, briefly (`- old / + new` fragments)."""
+    adds_answer: bool | None = None
+    """Whether the new text states an answer the step did not (None: no task to tell by)."""
+
+
+EarliestRule = Literal["established", "unproven", "by construction"]
+
+
 class Annotation(_Partitioned):
     """A who/when label on a run; or, with status `unresolved`, the record that none was found; or, with
     status `verifier_suspect`, the finding that no agent erred and the verdict is the check's fault (the
@@ -402,7 +460,32 @@ class Annotation(_Partitioned):
     evidence: Evidence = Field(default_factory=Evidence)
     cost: Usage = Field(default_factory=Usage)
     created_at: datetime = Field(default_factory=utcnow)
+    # ---- what a search established (typed: the views and the flows read these, never `metadata`)
+    steps: list[int] = Field(default_factory=list)
+    """Every step of the label, `step` first; several for the joint fix of a repeated error."""
+    confidence: float | None = None
+    """The probability that the label's intervention raised the flip rate (`flip_check.confidence`)."""
+    flip_check: FlipProof | None = None
+    proof_replay_id: str | None = None
+    """The replay that flipped the run (a fixed failure, or a corrupted success)."""
+    edit: Edit | None = None
+    """How much the fix or the corruption changed its step."""
+    earliest: EarliestRule | None = None
+    """Whether every earlier agent step was tried or judged correct (`established`), not (`unproven`), or
+    nothing before it can matter (`by construction`: an injected fault)."""
+    answer_leaks: int = 0
+    """Fixes refused because they handed over the reference answer."""
+    search_stats: SearchStats | None = None
+    recheck_of: str | None = None
+    """The label this annotation re-did from scratch (`rootstep annotate --recheck`); it is never a label itself."""
+    recheck_agrees: bool | None = None
+    """Whether the re-check found the same (agent, step) as `recheck_of`."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    """What else the search kept (attempted and declined steps, calls, the injection's points, ...)."""
+
+    @property
+    def multi_step(self) -> bool:
+        return len(self.steps) > 1
 
     @model_validator(mode="after")
     def _labelled_has_who_and_when(self) -> "Annotation":

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rootstep.annotation import ReplayOutcome, find_decisive_step, inject_fault
-from rootstep.model import Annotation, Intervention, Step, Trajectory, Usage, Verdict
+from rootstep.flows.annotate import as_recheck
+from rootstep.model import Intervention, Step, Trajectory, Usage, Verdict
 from rootstep.warehouse import Warehouse
 from rootstep.traces.whowhen import import_paths
 
@@ -159,15 +160,6 @@ def rechecker(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
 
 RECHECK_ORDER = [2, 4, 1, 5]
 """The agent steps in the order the re-check asks about them (the flows shuffle them, seeded by the label)."""
-
-
-def as_recheck(again: Annotation, label: Annotation) -> Annotation:
-    """`again` stored as a re-check of `label`, in the form `rootstep annotate --recheck` writes it
-    (flows/annotate.py): never verified itself (never in `labels`), naming the label it re-did."""
-    agrees = again.status == "labelled" and (again.agent, again.step) == (label.agent, label.step)
-    return again.model_copy(update={"verified": False, "metadata": {
-        **again.metadata, "recheck_of": label.id, "recheck_agrees": agrees, "recheck_verified": again.verified,
-        "original": {"agent": label.agent, "step": label.step}}})
 
 
 def perturber(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:

@@ -184,13 +184,13 @@ def test_error_at_step_3_is_fixed_and_labelled_verified():
     # the control: step 3 forced as recorded, the rest live: the run still fails, so the flip is the fix's
     assert control.intervention.kind == "control" and control.intervention.new_content == run.steps[3].content
     assert (control.success_after, control.flipped, control.cost.llm_calls) == (False, False, 3)
-    check = a.metadata["flip_check"]
+    check = a.flip_check.model_dump()
     assert (check["flips"], check["trials"], check["control_flips"], check["control_trials"]) == (1, 1, 0, 1)
     assert check["controls_replayed"] == [control.id] and check["controls_proven_identical"] == 0
-    assert a.metadata["earliest"] == "established" and a.metadata["untested_earlier"] == []
+    assert a.earliest == "established" and a.metadata["untested_earlier"] == []
     assert result.fixed_run is not None and result.fixed_run.success and result.fixed_run.parent_run_id == run.id
     assert replay.result_run_id == result.fixed_run.id
-    assert a.evidence.replay_ids == [replay.id, control.id] and a.metadata["proof_replay_id"] == replay.id
+    assert a.evidence.replay_ids == [replay.id, control.id] and a.proof_replay_id == replay.id
     assert a.cost.replays == 2 and a.cost.llm_calls == 3 + 3 + 3  # 3 analyzer calls + 3 live calls, the control's 3
     assert a.cost.tokens >= 30 and a.cost.seconds > 0
 
@@ -222,7 +222,7 @@ def test_later_correction_also_works_but_the_earliest_is_the_label():
     # fix 5 + its control, fix 1, fix 3 + its control
     assert [r.intervention.kind for r in result.replays] == ["fix", "control", "fix", "fix", "control"]
     assert result.annotation.evidence.replay_ids == [r.id for r in result.replays]
-    assert result.annotation.metadata["proof_replay_id"] == result.replays[3].id
+    assert result.annotation.proof_replay_id == result.replays[3].id
     assert result.fixed_run.steps[3].content == f"I recompute carefully: value = {correct_value(3)}"
     # the step-1 prompt is told what was tested already; step 4 (after 3) is never examined
     assert "CORRECTIONS ALREADY TESTED" not in analyzer.prompts[1]
@@ -260,7 +260,7 @@ def test_unresolvable_failure_is_stored_unresolved_with_its_attempts():
     assert sum("still failed" in note for note in a.evidence.notes) == 7 + 3
     assert sum("control replayed beside a fix that did not flip (still failed)" in n for n in a.evidence.notes) == 3
     assert a.cost.replays == 10 and result.fixed_run is None
-    assert a.metadata["search_stats"]["replays"] == 7 and a.metadata["search_stats"]["control_replays"] == 3
+    assert a.search_stats.replays == 7 and a.search_stats.control_replays == 3
     # previously failed diagnoses are fed back to the analyzer
     assert "DIAGNOSES ALREADY TESTED" not in analyzer.prompts[0]
     assert "- step 3 (Checker)" in analyzer.prompts[1] and "still failed" in analyzer.prompts[1]
@@ -325,7 +325,7 @@ def test_a_budget_stopped_scan_is_unproven_earliest_not_a_label():
     a = result.annotation
     # the flip at step 5 is causal (its control failed), but steps 1, 3 and 4 were never tested
     assert (a.status, a.verified, a.step, a.agent) == ("unproven_earliest", False, 5, "Solver")
-    assert a.metadata["untested_earlier"] == [1, 3, 4] and a.metadata["earliest"] == "unproven"
+    assert a.metadata["untested_earlier"] == [1, 3, 4] and a.earliest == "unproven"
     assert [x.diagnosis.step for x in result.attempts] == [5, 0]
     assert any("earlier scan stopped before step 1: replay budget of 2 spent" in n for n in result.notes)
     assert any("earliest not established: agent step(s) [1, 3, 4]" in n for n in a.evidence.notes)
@@ -345,7 +345,7 @@ def test_the_default_budget_is_what_the_run_needs_and_establishes_the_earliest()
     # the label stays on step 3, established by the scan
     assert [x.diagnosis.step for x in result.attempts] == [5, 0, 1, 3, 0]
     assert result.attempts[-1].steps == [0, 1] and result.attempts[-1].replay.success_after is False
-    assert a.metadata["earliest"] == "established"
+    assert a.earliest == "established"
 
 
 def test_live_call_budget_stops_the_search():
@@ -495,7 +495,7 @@ def test_injection_that_flips_a_success_is_labelled_by_construction():
     assert (replay.success_before, replay.success_after) == (True, False)
     # the control (step 3 unchanged) still succeeds: the failure is the corruption's
     assert control.intervention.kind == "control" and control.success_after is True
-    assert a.metadata["flip_check"]["control_trials"] == 1 and a.metadata["flip_check"]["control_flips"] == 0
+    assert a.flip_check.control_trials == 1 and a.flip_check.control_flips == 0
     assert a.metadata["source_run_id"] == run.id and a.annotator == "scripted/inj-flip"
     assert a.cost.replays == 2 and a.cost.llm_calls == 1 + replay.cost.llm_calls + control.cost.llm_calls
     assert "SUCCEEDED" in perturber.prompts[0] and "SPECIFIC" in perturber.prompts[0]

@@ -126,14 +126,14 @@ def test_a_deterministic_control_is_proven_identical_without_a_replay():
                                 budget=Budget(max_candidates=1), deterministic=lambda step: why)
     a = result.annotation
     # the aggregator's fix flips; each solver's alone does not (the majority stays 120); their joint fix does
-    assert (a.status, a.verified, a.step, a.metadata["steps"]) == ("labelled", True, 1, [1, 2, 3])
+    assert (a.status, a.verified, a.step, a.steps) == ("labelled", True, 1, [1, 2, 3])
     assert {r.intervention.kind for r in result.replays} == {"fix"}  # no control replayed
-    check = a.metadata["flip_check"]
+    check = a.flip_check.model_dump()
     assert check["controls_replayed"] == [] and check["controls_proven_identical"] == 1
     assert check["proven_identical_because"] == why
     # the control side is known exactly: the flip cannot be a re-roll (confidence 1); the interval on the
     # difference is the fix side's Wilson interval
-    assert a.metadata["confidence"] == 1.0
+    assert a.confidence == 1.0
     assert check["interval"][0] == pytest.approx(wilson(1, 1)[0], abs=1e-4)
 
 
@@ -175,7 +175,7 @@ def test_a_fix_that_hands_over_the_answer_at_a_step_that_gave_none_is_rejected_a
                                 budget=Budget(max_candidates=1))
     assert "answer_leak" in prompts[1] and "hand over the answer" in prompts[1]  # re-asked with the reason
     assert all(i.new_content != leaked for i in team.calls)  # never replayed
-    assert result.annotation.metadata["answer_leaks"] == 1
+    assert result.annotation.answer_leaks == 1
     assert any(n.startswith("answer_leak rejected") for n in result.annotation.evidence.notes)
 
 
@@ -196,7 +196,7 @@ def test_an_ensemble_repeating_one_error_gets_a_multi_step_label_not_the_aggrega
     # fixes at 1, 2 and 3 alone keep the majority's 120; their joint fix flips, and its control fails
     assert [x.steps for x in result.attempts] == [[4], [1], [2], [3], [1, 2, 3]]
     assert (a.status, a.verified, a.step, a.agent) == ("labelled", True, 1, "solver_a")
-    assert a.metadata["multi_step"] is True and a.metadata["steps"] == [1, 2, 3]
+    assert a.multi_step is True and a.steps == [1, 2, 3]
     assert a.metadata["agents"] == ["solver_a", "solver_b", "solver_c"]
     joint = next(r for r in result.replays if r.intervention.also)
     assert [x.step for x in joint.intervention.also] == [2, 3] and joint.success_after is True
@@ -211,10 +211,10 @@ def test_repeats_give_flip_counts_on_both_sides_and_a_confidence():
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify,
                                 budget=Budget(max_candidates=1), repeats=3, controls=1)
     a = result.annotation
-    check = a.metadata["flip_check"]
+    check = a.flip_check.model_dump()
     assert (check["flips"], check["trials"], check["control_flips"], check["control_trials"]) == (3, 3, 0, 3)
     assert len(check["repeat_replays"]) == 2 and len(check["controls_replayed"]) == 3
-    assert a.metadata["confidence"] == effect(3, 3, 0, 3).confidence > 0.98
+    assert a.confidence == effect(3, 3, 0, 3).confidence > 0.98
     assert a.cost.replays == 6
 
 
@@ -252,8 +252,8 @@ def test_probability_greater_is_exact():
 
 def test_edit_size_and_the_injection_mirror():
     size = edit_size("value = 10\nok", "value = 12\nok")
-    assert size["chars_changed"] == 1 and size["lines_changed"] == 1 and size["share"] == pytest.approx(0.077, abs=1e-3)
-    assert edit_size("abc", "abc")["chars_changed"] == 0
+    assert size.chars_changed == 1 and size.lines_changed == 1 and size.share == pytest.approx(0.077, abs=1e-3)
+    assert edit_size("abc", "abc").chars_changed == 0
     plan = "Plan: convert the duration into minutes."
     assert planted_answer(GSM, plan, "Plan: convert it. Answer: 7", verify) is not None
     assert planted_answer(GSM, "Answer: 2", "Answer: 7", verify) is None  # corrupting an answer is the work
@@ -279,7 +279,7 @@ def test_injection_needs_its_control_to_succeed_and_never_plants_an_answer():
                           verify=verify)
     a = result.annotation
     assert "answer_leak" in prompts[1] and "writes a final answer" in prompts[1]
-    assert a is not None and (a.step, a.verified) == (4, True) and a.metadata["answer_leaks"] == 1
+    assert a is not None and (a.step, a.verified) == (4, True) and a.answer_leaks == 1
     assert [r.intervention.kind for r in result.replays] == ["corruption", "control"]
 
     def flaky(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:  # the control fails as well
@@ -341,7 +341,7 @@ def test_a_perturbers_description_is_checked_against_its_edit():
         else:
             assert a.evidence.reason.startswith(edit_summary(original, corrupted))
             assert "it names nothing the edit changed" in a.evidence.reason
-            assert a.metadata["edit"]["summary"] == edit_summary(original, corrupted)
+            assert a.edit.summary == edit_summary(original, corrupted)
 
 
 def test_a_code_writing_teams_answer_is_what_its_program_prints():
@@ -366,7 +366,7 @@ def test_a_code_writing_teams_answer_is_what_its_program_prints():
 
 
 def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labels_and_agreement(tmp_path):
-    from rootstep.model import Annotation, Evidence, Usage
+    from rootstep.model import Annotation, Edit, Evidence, Usage
     from rootstep.warehouse import Warehouse
 
     run = Ensemble().run().model_copy(update={"source": "rootstep"})
@@ -379,12 +379,12 @@ def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labe
                           annotator="scripted/a", cost=Usage(llm_calls=4, replays=2), **kw)
 
     label = ann(run.id, agent="solver_a", step=1, verified=True, evidence=Evidence(reason="joint"),
-                metadata={"steps": [1, 2, 3], "multi_step": True, "confidence": 0.8333, "answer_leaks": 1,
-                          "edit": {"share": 0.1}})
+                steps=[1, 2, 3], confidence=0.8333, answer_leaks=1,
+                edit=Edit(chars_changed=3, lines_changed=1, share=0.1, growth=1.0, summary="- 5 + 6"))
     unproven = ann(other.id, agent="aggregator", step=4, status="unproven_earliest", evidence=Evidence(reason="u"),
-                   metadata={"steps": [4], "confidence": 0.0})
+                   steps=[4], confidence=0.0)
     again = ann(run.id, agent="aggregator", step=4, verified=False, evidence=Evidence(reason="re-check"),
-                metadata={"recheck_of": label.id, "recheck_agrees": False, "steps": [4], "confidence": 0.99})
+                recheck_of=label.id, recheck_agrees=False, steps=[4], confidence=0.99)
     wh.write_annotations([label, unproven, again])
 
     [row] = wh.rows("SELECT id, confidence FROM labels")
@@ -402,6 +402,61 @@ def test_views_show_confidence_every_step_of_a_label_the_flips_that_are_not_labe
     assert q["median_edit_share"] == 0.1
 
 
+def test_a_warehouse_written_before_the_typed_label_columns_reads_the_same(tmp_path):
+    """Annotation rows of an older rootstep kept confidence, steps, re-check, edit and search statistics in
+    `metadata` (and had no such columns): the views read them from there, and `annotation_from_row` gives
+    the typed fields with those keys out of `metadata`."""
+    import json as _json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rootstep.model import Annotation, Evidence, SearchStats, Usage
+    from rootstep.warehouse import Warehouse
+    from rootstep.warehouse._schemas import LABEL_COLUMNS
+
+    run = Ensemble().run().model_copy(update={"source": "rootstep"})
+    wh = Warehouse(str(tmp_path))
+    wh.write_trajectories([run])
+    common = dict(framework="sim", benchmark="gsm8k", method="counterfactual", annotator="scripted/a",
+                  cost=Usage(llm_calls=4, replays=2))
+    label = Annotation(run_id=run.id, agent="solver_a", step=1, verified=True, evidence=Evidence(reason="joint"),
+                       **common)
+    again = Annotation(run_id=run.id, agent="aggregator", step=4, evidence=Evidence(reason="re-check"), **common)
+    old_metadata = {label.id: {"steps": [1, 2, 3], "multi_step": True, "confidence": 0.8333, "answer_leaks": 1,
+                               "edit": {"chars_changed": 3, "lines_changed": 1, "share": 0.1, "growth": 1.0,
+                                        "summary": "- 5 + 6"}, "earliest": "established", "attempted_steps": [1],
+                               "search_stats": {"replays": 2, "analyzer_calls": 5, "seconds": 9.5, "cut_by": "tokens",
+                                                "cut_reason": "token budget spent"}},
+                    again.id: {"recheck_of": label.id, "recheck_agrees": False, "steps": [4], "confidence": 0.99}}
+    wh.write_annotations([label, again])
+    files = list((tmp_path / "annotations").rglob("*.parquet"))
+    assert files
+    for path in files:  # what an older rootstep wrote: no typed columns, the facts in `metadata`
+        table = pq.read_table(path)
+        metadata = [_json.dumps(old_metadata[i]) for i in table.column("id").to_pylist()]
+        table = table.drop_columns([name for name, _ in LABEL_COLUMNS]).set_column(
+            table.schema.get_field_index("metadata") - len(LABEL_COLUMNS), "metadata", pa.array(metadata))
+        pq.write_table(table, path)
+
+    wh = Warehouse(str(tmp_path))
+    assert wh.rows("SELECT id, confidence, steps FROM labels") == [{"id": label.id, "confidence": 0.8333,
+                                                                    "steps": [1, 2, 3]}]
+    assert len(wh.rows("SELECT * FROM label_steps")) == 3
+    [agreement] = wh.rows("SELECT label_step, recheck_step, agrees FROM agreement")
+    assert agreement == {"label_step": 1, "recheck_step": 4, "agrees": False}
+    [q] = wh.rows("SELECT * FROM quality")
+    assert (q["multi_step_labels"], q["answer_leaks"], q["median_edit_share"], q["rechecks"]) == (1, 1, 0.1, 1)
+    [cut] = wh.rows("SELECT cut_by, mean_replays FROM search_cuts")
+    assert cut == {"cut_by": "tokens", "mean_replays": 2.0}
+    [read] = [a for a in wh.annotations(run.id) if a.id == label.id]
+    assert (read.steps, read.confidence, read.earliest, read.answer_leaks, read.edit.share) == (
+        [1, 2, 3], 0.8333, "established", 1, 0.1)
+    assert read.search_stats == SearchStats(replays=2, analyzer_calls=5, seconds=9.5, cut_by="tokens",
+                                            cut_reason="token budget spent")
+    assert read.metadata == {"attempted_steps": [1]}  # the typed keys are no longer in metadata
+
+
 def test_the_step_that_gave_the_runs_answer_may_be_corrected_into_one():
     """A coder whose final message held prose instead of code gave a (wrong) answer: correcting it with the
     program is legitimate, not a leak, although the step held no code."""
@@ -411,7 +466,7 @@ def test_the_step_that_gave_the_runs_answer_may_be_corrected_into_one():
     analyzer, prompts = scripted("causal-answer-step", lambda p, n: fix_json(4, "aggregator", RIGHT) if at_step(p) is None
                                  else json.dumps({"fix_needed": False, "reason": "fine"}))
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify, budget=Budget(max_candidates=1))
-    assert result.annotation.metadata["answer_leaks"] == 0 and result.attempts[0].diagnosis.step == 4
+    assert result.annotation.answer_leaks == 0 and result.attempts[0].diagnosis.step == 4
 
 
 def test_correcting_a_result_worked_out_in_prose_is_not_a_leak():
@@ -556,7 +611,7 @@ def test_the_search_rejects_a_fix_whose_program_prints_the_answer():
                                 budget=Budget(max_candidates=1), run_program=runner)
     assert "answer_leak" in prompts[1] and "its program prints '2'" in prompts[1]
     assert all(i.new_content != leaked for i in team.calls)  # never replayed
-    assert result.annotation.metadata["answer_leaks"] == 1
+    assert result.annotation.answer_leaks == 1
 
 
 @pytest.mark.docker
@@ -675,7 +730,7 @@ def test_a_fix_that_restores_an_answer_the_team_had_reached_is_not_a_leak():
     reached = run_with("240")
     result = find_decisive_step(reached, analyzer=analyzer, replay=replay, verify=verify, budget=Budget(max_candidates=1))
     assert (result.annotation.status, result.step, result.agent) == ("labelled", 3, "critic")
-    assert result.annotation.metadata["answer_leaks"] == 0
+    assert result.annotation.answer_leaks == 0
     lost = run_with("60")  # the program printed a wrong number: the team never had 240
     result = find_decisive_step(lost, analyzer=analyzer, replay=replay, verify=verify, budget=Budget(max_candidates=1))
-    assert result.annotation.status != "labelled" and result.annotation.metadata["answer_leaks"] >= 1
+    assert result.annotation.status != "labelled" and result.annotation.answer_leaks >= 1

@@ -152,13 +152,13 @@ def test_a_deterministic_control_is_proven_identical_and_a_recheck_elsewhere_is_
     assert (done.status, done.verified, done.agent, done.step) == ("labelled", True, "coder", 1), done
     wh = Warehouse(wh_dir)
     label = wh.label(run.run_id)
-    check = label.metadata["flip_check"]
+    check = label.flip_check.model_dump()
     assert check["controls_replayed"] == [] and check["controls_proven_identical"] == 1
     assert "answered deterministically" in check["proven_identical_because"]
     assert wh.rows("SELECT count(*) AS n FROM replays WHERE intervention_kind = 'control'")[0]["n"] == 0
-    assert label.metadata["earliest"] == "established"
+    assert label.earliest == "established"
     [row] = wh.rows("SELECT confidence FROM labels")
-    assert row["confidence"] == label.metadata["confidence"] == 1.0  # the control side is known exactly
+    assert row["confidence"] == label.confidence == 1.0  # the control side is known exactly
 
     # a re-check with a fresh analyzer that blames the coder's second message instead
     second = _analyzer("causal-steady-b", lambda p, step: DECLINE if step is not None and step != 4 else
@@ -279,7 +279,7 @@ def test_an_ensemble_repeating_one_error_gets_a_multi_step_label(prefect_harness
     steps = wh.rows("SELECT step, agent, is_primary FROM label_steps ORDER BY step")
     assert [s["step"] for s in steps] == agents and [s["is_primary"] for s in steps] == [True, False, False, False]
     label = wh.label(run.run_id)
-    assert label.metadata["multi_step"] is True and label.metadata["earliest"] == "established"
+    assert label.multi_step is True and label.earliest == "established"
     joint = wh.rows("SELECT * FROM replays WHERE intervention_also IS NOT NULL")
     assert len(joint) == 1 and joint[0]["success_after"] is True
     # the decision node's own fix flipped the run too, but a single fix of any agent did not

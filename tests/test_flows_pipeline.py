@@ -80,7 +80,7 @@ def test_failure_fixed_at_step_3_is_labelled_3(done):
     # cost accounting on the label: the analyzer calls, one replay, wall time
     # (AG2: the ranked fix of step 3 flipped too, then the coder's step 1 was corrected)
     assert label.cost.replays == (2 if fw == "ag2" else 1) and label.cost.llm_calls >= 2 and label.cost.seconds > 0
-    proof = wh.rows("SELECT * FROM replays WHERE id = ?", [label.metadata["proof_replay_id"]])[0]
+    proof = wh.rows("SELECT * FROM replays WHERE id = ?", [label.proof_replay_id])[0]
     assert (proof["intervention_step"], proof["success_before"], proof["success_after"]) == (S.LABEL[fw][0], False, True)
     fixed = wh.trajectory(proof["result_run_id"])
     assert fixed.parent_run_id == run["id"] and fixed.success is True

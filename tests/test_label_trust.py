@@ -845,7 +845,7 @@ def test_a_fix_that_states_a_wrong_answer_is_not_a_correction():
     assert not any("boxed{7}" in c.new_content for c in replay.calls)  # never replayed
     assert result.annotation.step != 1 or not result.annotation.verified
     assert any("wrong_answer: the fix states the answer '7', which the task's verifier rejects" in p for p in prompts[1:])
-    assert result.annotation.metadata["answer_leaks"] == 0  # a wrong answer is not a leak
+    assert result.annotation.answer_leaks == 0  # a wrong answer is not a leak
 
 
 def test_a_fix_is_judged_by_what_its_program_prints_not_by_its_prose():

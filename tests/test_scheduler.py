@@ -151,7 +151,7 @@ def test_four_searches_on_a_slow_shared_model_all_finish_within_their_work_budge
     alone = None
     for i, result in results.items():
         a = result.annotation
-        stats = a.metadata["search_stats"]
+        stats = a.search_stats.model_dump()
         assert (a.status, a.verified, a.step) == ("labelled", True, 3), a.evidence.notes
         assert stats["cut_by"] is None and not any(n.startswith("cut:") for n in a.evidence.notes)
         work = (stats["replays"], stats["control_replays"], stats["analyzer_calls"], stats["live_calls"])
@@ -176,7 +176,7 @@ def test_a_search_cut_by_the_outer_wall_clock_says_so():
     result = find_decisive_step(run, run.verdict, None, Chat("scripted/slow-wrong-fix"), ledger.replay,
                                 Budget.for_pipeline(max_seconds=0.3))
     a = result.annotation
-    stats = a.metadata["search_stats"]
+    stats = a.search_stats.model_dump()
     assert a.status == "unresolved" and not a.verified
     assert stats["cut_by"] == "wall_clock" and "outer wall clock of 0.3s" in stats["cut_reason"]
     assert stats["replays"] == 1 and stats["analyzer_calls"] == 1 and stats["seconds"] >= 0.3
@@ -189,17 +189,18 @@ def test_a_work_budget_cut_is_named_by_its_limit():
     _analyzer("budgeted", 0.0)
     result = find_decisive_step(run, run.verdict, None, Chat("scripted/budgeted"), ledger.replay,
                                 Budget(max_replays=0))
-    stats = result.annotation.metadata["search_stats"]
+    stats = result.annotation.search_stats.model_dump()
     assert stats["cut_by"] == "replays" and stats["cut_stopped"] == "the ranked search"
     assert result.annotation.status == "unresolved" and stats["replays"] == 0
     result = find_decisive_step(run, run.verdict, None, Chat("scripted/budgeted"), ledger.replay,
                                 Budget(max_tokens=1))
-    stats = result.annotation.metadata["search_stats"]
+    stats = result.annotation.search_stats.model_dump()
     assert stats["cut_by"] == "tokens" and "token budget of 1 spent" in stats["cut_reason"]
 
 
 def test_the_pipeline_summary_and_the_quality_views_say_which_limit_cut_which_search(tmp_path):
-    from rootstep.flows.annotate import AnnotatedRun, SearchStats
+    from rootstep.flows.annotate import AnnotatedRun
+    from rootstep.model import SearchStats
     from rootstep.flows.pipeline import PipelineReport
     from rootstep.model import Annotation, Evidence
     from rootstep.warehouse import Warehouse
@@ -223,7 +224,7 @@ def test_the_pipeline_summary_and_the_quality_views_say_which_limit_cut_which_se
     wh.write_annotations([
         Annotation(run_id=f"run-{r.task_id}", framework="ag2", benchmark="math500", method="counterfactual",
                    status="unresolved", annotator="local/qwen2.5-coder-1.5b", evidence=Evidence(reason=r.task_id),
-                   metadata={"search_stats": r.stats.model_dump()})
+                   search_stats=r.stats)
         for r in report.annotated if r.stats.cut_by is not None])
     cuts = wh.rows("SELECT * FROM search_cuts ORDER BY cut_by")
     assert [(c["cut_by"], c["searches"], c["mean_replays"], c["mean_analyzer_calls"]) for c in cuts] == [

@@ -177,7 +177,7 @@ def test_run_view_holds_every_attempt_and_compares_the_proof_replay(built):
     # every flip is followed by its control (the step unchanged), which failed: both flips were causal
     assert [(r["intervention_step"], r["intervention_kind"], r["success_after"]) for r in evidence.attempts] == [
         (4, "fix", False), (2, "fix", True), (2, "control", False), (1, "fix", True), (1, "control", False)]
-    assert view.comparison.replay["id"] == view.label.metadata["proof_replay_id"]
+    assert view.comparison.replay["id"] == view.label.proof_replay_id
     assert view.comparison.alignment.rows[0].forced and view.comparison.alignment.rows[0].index == 1
     corrupted = run_view(built["warehouse"], built["corrupted_run"])
     assert corrupted.origin is not None and corrupted.comparison.original_id == built["success_run"]
@@ -192,7 +192,7 @@ def test_run_view_puts_a_rechecked_label_beside_its_recheck(built):
     assert recheck.original.label and recheck.original.annotation.id == view.label.id
     again = recheck.again.annotation
     assert (again.agent, again.step, again.verified, recheck.agrees) == ("Coder", 2, False, False)
-    assert again.metadata["recheck_of"] == view.label.id and again.metadata["recheck_verified"] is True
+    assert again.recheck_of == view.label.id and again.metadata["recheck_verified"] is True
     assert [(r["intervention_step"], r["intervention_kind"], r["success_after"]) for r in recheck.again.attempts] == [
         (2, "fix", True), (2, "control", False)]
     assert [e.annotation.id for e in view.evidence] == [view.label.id]  # the re-check is shown in its panel only

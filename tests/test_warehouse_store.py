@@ -117,6 +117,36 @@ def test_files_written_before_a_column_was_added_still_read(warehouse: Warehouse
     assert warehouse.rows("SELECT count(*) AS n FROM labels") == [{"n": 0}]
 
 
+def test_what_a_search_established_is_stored_in_typed_columns_and_read_back_whole(warehouse: Warehouse):
+    """Steps, confidence, the flip's proof, the edit, the earliest rule, leaks, search statistics and the
+    re-check are `Annotation` fields stored as columns of the same names (structs for the records): a label
+    reads back equal, and SQL reaches inside the records without parsing JSON."""
+    from rootstep.model import Edit, FlipProof, SearchStats
+    from rootstep.warehouse._schemas import EDIT, FLIP_PROOF, LABEL_COLUMNS, SEARCH_STATS
+
+    for struct, model in ((EDIT, Edit), (FLIP_PROOF, FlipProof), (SEARCH_STATS, SearchStats)):
+        assert [f.name for f in struct] == list(model.model_fields), model  # a new field needs its column
+    assert {name for name, _ in LABEL_COLUMNS} <= set(Annotation.model_fields)
+    run = make_run("typed")
+    warehouse.write_trajectories([run])
+    proof = FlipProof(flips=2, trials=2, control_flips=0, control_trials=1, controls_replayed=["rpl_c"],
+                      repeat_replays=["rpl_r"], difference=1.0, interval=[0.2, 1.0], confidence=0.97)
+    full = label(run, 1, steps=[1, 2], confidence=0.97, flip_check=proof, proof_replay_id="rpl_p",
+                 edit=Edit(chars_changed=4, lines_changed=1, share=0.2, growth=1.1, summary="- 5 + 9", adds_answer=False),
+                 earliest="established", answer_leaks=2,
+                 search_stats=SearchStats(replays=3, analyzer_calls=7, seconds=12.5, cut_by="tokens", cut_reason="spent"),
+                 metadata={"attempted_steps": [1, 2]})
+    again = label(run, 2, verified=False, recheck_of=full.id, recheck_agrees=False)
+    warehouse.write_annotations([full, again])
+    by_id = {a.id: a for a in warehouse.annotations(run.id)}
+    assert by_id[full.id] == full and by_id[again.id] == again
+    assert by_id[full.id].multi_step and not by_id[again.id].multi_step
+    assert warehouse.rows("SELECT flip_check.confidence AS c, search_stats.cut_by AS cut, edit.share AS share, "
+                          "steps FROM labels") == [{"c": 0.97, "cut": "tokens", "share": 0.2, "steps": [1, 2]}]
+    assert warehouse.rows("SELECT recheck_agrees FROM annotations WHERE recheck_of IS NOT NULL") == [
+        {"recheck_agrees": False}]
+
+
 def test_a_cost_is_stored_whole_and_an_older_row_keeps_its_total(warehouse: Warehouse):
     """`Usage` round-trips through the `cost_*` columns; a label written before the token split and the
     replayed calls were stored reads its token total as prompt tokens, and `quality` sums the same columns."""

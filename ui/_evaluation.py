@@ -41,7 +41,7 @@ SELECT method,
        sum(cost_llm_calls) AS llm_calls, sum(cost_tokens) AS tokens, sum(cost_usd) AS usd,
        sum(cost_seconds) AS seconds, sum(cost_replays) AS replays
 FROM annotations WHERE method NOT IN ('tracer', 'human', 'imported')
-  AND json_extract_string(metadata, '$.recheck_of') IS NULL
+  AND recheck_of IS NULL
 GROUP BY method ORDER BY method
 """
 """What producing the labels cost, per method: every search (unresolved ones too) over the verified labels;

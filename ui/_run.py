@@ -104,7 +104,7 @@ def _default_compare(view_replays: list[dict[str, Any]], origin: dict[str, Any] 
     if origin is not None:
         return origin
     stored = [r for r in view_replays if r["result_stored"]]
-    proof = (label.metadata.get("proof_replay_id") if label is not None else None)
+    proof = label.proof_replay_id if label is not None else None
     for r in stored:
         if r["id"] == proof:
             return r

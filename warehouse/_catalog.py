@@ -18,20 +18,8 @@ hide what the append-only layout leaves behind:
 
 from __future__ import annotations
 
-import pyarrow as pa
 
-from ._schemas import LEGACY_RUN_COLUMNS, PARTITION_COLUMNS, SCHEMAS
-
-_DUCK_TYPES = {
-    pa.string(): "VARCHAR",
-    pa.bool_(): "BOOLEAN",
-    pa.float64(): "DOUBLE",
-    pa.int64(): "BIGINT",
-    pa.int32(): "INTEGER",
-    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
-    pa.list_(pa.string()): "VARCHAR[]",
-}
-
+from ._schemas import LEGACY_ANNOTATION_COLUMNS, LEGACY_RUN_COLUMNS, PARTITION_COLUMNS, SCHEMAS, duck_type
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
@@ -43,7 +31,7 @@ def raw_source(table: str, glob: str | None) -> str:
     The files are read on top of the empty relation (`UNION ALL BY NAME`), so files written before a
     column was added read that column as NULL: a warehouse written by an older rootstep stays readable."""
     columns = [f"CAST(NULL AS VARCHAR) AS {c}" for c in PARTITION_COLUMNS]
-    columns += [f"CAST(NULL AS {_DUCK_TYPES[f.type]}) AS {f.name}" for f in SCHEMAS[table]]
+    columns += [f"CAST(NULL AS {duck_type(f.type)}) AS {f.name}" for f in SCHEMAS[table]]
     empty = f"SELECT {', '.join(columns)} WHERE false"
     if glob is None:
         return empty
@@ -60,6 +48,9 @@ def _ordered_columns(table: str) -> str:
     names = [SCHEMAS[table].field(0).name, *PARTITION_COLUMNS, *SCHEMAS[table].names[1:]]
     if table == "runs":
         names = [f"coalesce({n}, {LEGACY_RUN_COLUMNS[n]}) AS {n}" if n in LEGACY_RUN_COLUMNS else n for n in names]
+    if table == "annotations":  # a row from before the typed label columns has `steps` NULL
+        names = [f"CASE WHEN steps IS NULL THEN {LEGACY_ANNOTATION_COLUMNS[n]} ELSE {n} END AS {n}"
+                 if n in LEGACY_ANNOTATION_COLUMNS else n for n in names]
     return ", ".join(names)
 
 
@@ -75,13 +66,11 @@ def view_statements(globs: dict[str, str | None]) -> list[str]:
     statements += [
         f"CREATE OR REPLACE VIEW steps AS SELECT {_ordered_columns('steps')} FROM raw_steps s "
         "WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.batch_id = s.batch_id)",
-        "CREATE OR REPLACE VIEW labels AS SELECT *, "
-        "TRY_CAST(json_extract_string(metadata, '$.confidence') AS DOUBLE) AS confidence FROM annotations "
+        "CREATE OR REPLACE VIEW labels AS SELECT * FROM annotations "
         f"WHERE verified AND status = 'labelled' AND {_NOT_RECHECK} "
         "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY created_at DESC, id DESC) = 1",
         _LABEL_STEPS,
-        "CREATE OR REPLACE VIEW unproven_earliest AS SELECT *, "
-        "TRY_CAST(json_extract_string(metadata, '$.confidence') AS DOUBLE) AS confidence FROM annotations a "
+        "CREATE OR REPLACE VIEW unproven_earliest AS SELECT * FROM annotations a "
         f"WHERE status = 'unproven_earliest' AND {_NOT_RECHECK} "
         "AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.run_id = a.run_id)",
         f"CREATE OR REPLACE VIEW not_causal AS SELECT * FROM annotations WHERE status = 'not_causal' AND {_NOT_RECHECK}",
@@ -102,12 +91,12 @@ def view_statements(globs: dict[str, str | None]) -> list[str]:
     return statements
 
 
-_NOT_RECHECK = "json_extract_string(metadata, '$.recheck_of') IS NULL"
+_NOT_RECHECK = "recheck_of IS NULL"
 
 _LABEL_STEPS = """CREATE OR REPLACE VIEW label_steps AS
 WITH l AS (
   SELECT id, run_id, framework, benchmark, method, agent, step AS primary_step, confidence,
-         coalesce(TRY_CAST(json_extract(metadata, '$.steps') AS INTEGER[]), [step]) AS all_steps FROM labels)
+         CASE WHEN len(steps) > 0 THEN steps ELSE [step] END AS all_steps FROM labels)
 SELECT l.id AS annotation_id, l.run_id, l.framework, l.benchmark, l.method, u.step, coalesce(s.agent, l.agent) AS agent,
        u.step = l.primary_step AS is_primary, len(l.all_steps) > 1 AS multi_step, l.confidence
 FROM l, unnest(l.all_steps) AS u(step)
@@ -119,9 +108,9 @@ several; `is_primary` marks the earliest, which is the label's own step)."""
 _AGREEMENT = """CREATE OR REPLACE VIEW agreement AS
 SELECT o.framework, o.benchmark, o.run_id, o.id AS label_id, o.agent AS label_agent, o.step AS label_step,
        r.id AS recheck_id, r.status AS recheck_status, r.agent AS recheck_agent, r.step AS recheck_step,
-       coalesce(TRY_CAST(json_extract_string(r.metadata, '$.recheck_agrees') AS BOOLEAN), false) AS agrees,
+       coalesce(r.recheck_agrees, false) AS agrees,
        r.created_at AS rechecked_at
-FROM annotations r JOIN annotations o ON o.id = json_extract_string(r.metadata, '$.recheck_of')"""
+FROM annotations r JOIN annotations o ON o.id = r.recheck_of"""
 """Each re-check (`rootstep annotate --recheck N`: the label re-done from scratch) beside the label it re-did,
 and whether the (agent, step) agree."""
 
@@ -135,12 +124,10 @@ r AS (
   FROM collected GROUP BY ALL),
 ann AS (
   SELECT a.*, a.status = 'labelled' AND a.verified AS is_label, greatest(coalesce(x.n_steps, 1) - 1, 1) AS last_step,
-         TRY_CAST(json_extract_string(a.metadata, '$.confidence') AS DOUBLE) AS confidence,
-         coalesce(TRY_CAST(json_extract_string(a.metadata, '$.answer_leaks') AS INTEGER), 0) AS answer_leaks,
-         coalesce(TRY_CAST(json_extract_string(a.metadata, '$.multi_step') AS BOOLEAN), false) AS multi_step,
-         TRY_CAST(json_extract_string(a.metadata, '$.edit.share') AS DOUBLE) AS edit_share
+         a.confidence, coalesce(a.answer_leaks, 0) AS answer_leaks, coalesce(len(a.steps) > 1, false) AS multi_step,
+         a.edit.share AS edit_share
   FROM annotations a LEFT JOIN runs x ON x.id = a.run_id
-  WHERE a.method IN ('counterfactual', 'fault_injection') AND json_extract_string(a.metadata, '$.recheck_of') IS NULL),
+  WHERE a.method IN ('counterfactual', 'fault_injection') AND a.recheck_of IS NULL),
 a AS (
   SELECT framework, benchmark,
          count(DISTINCT run_id) FILTER (WHERE method = 'counterfactual' AND is_label) AS counterfactual_labels,
@@ -206,13 +193,11 @@ run's last agent step (a corpus of last-step labels teaches a tracer to blame th
 _SEARCH_CUTS = """CREATE OR REPLACE VIEW search_cuts AS
 WITH s AS (
   SELECT framework, benchmark, method, status, verified,
-         json_extract_string(metadata, '$.search_stats.cut_by') AS cut_by,
-         TRY_CAST(json_extract_string(metadata, '$.search_stats.replays') AS DOUBLE) AS replays,
-         TRY_CAST(json_extract_string(metadata, '$.search_stats.analyzer_calls') AS DOUBLE) AS analyzer_calls,
-         TRY_CAST(json_extract_string(metadata, '$.search_stats.seconds') AS DOUBLE) AS seconds
+         search_stats.cut_by AS cut_by, CAST(search_stats.replays AS DOUBLE) AS replays,
+         CAST(search_stats.analyzer_calls AS DOUBLE) AS analyzer_calls, search_stats.seconds AS seconds
   FROM annotations
-  WHERE method IN ('counterfactual', 'fault_injection') AND json_extract_string(metadata, '$.recheck_of') IS NULL
-    AND json_extract_string(metadata, '$.search_stats.cut_by') IS NOT NULL)
+  WHERE method IN ('counterfactual', 'fault_injection') AND recheck_of IS NULL
+    AND search_stats.cut_by IS NOT NULL)
 SELECT framework, benchmark, method, cut_by, count(*) AS searches,
        count(*) FILTER (WHERE status = 'labelled' AND verified) AS labelled_anyway,
        round(avg(replays), 1) AS mean_replays, round(avg(analyzer_calls), 1) AS mean_analyzer_calls,

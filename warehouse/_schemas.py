@@ -21,12 +21,15 @@ from pydantic import ValidationError
 from rootstep.model import (
     Annotation,
     Asked,
+    Edit,
     Evidence,
+    FlipProof,
     Intervention,
     LLMCall,
     Recording,
     Replay,
     ReplayProvenance,
+    SearchStats,
     Step,
     SystemRef,
     Task,
@@ -103,6 +106,63 @@ LEGACY_RUN_COLUMNS: dict[str, str] = {
 """Where a run row written before the recording columns existed kept each of them (SQL over `metadata`)."""
 
 LEGACY_METADATA_KEYS = ("gateway_run_id", "task", "agent_models", "image", "framework_version", "system", "replay")
+
+
+EDIT = pa.struct([("chars_changed", pa.int64()), ("lines_changed", pa.int64()), ("share", pa.float64()),
+                  ("growth", pa.float64()), ("summary", pa.string()), ("adds_answer", pa.bool_())])
+"""`Edit`: how much a fix or a corruption changed its step."""
+FLIP_PROOF = pa.struct([
+    ("flips", pa.int64()), ("trials", pa.int64()), ("control_flips", pa.int64()), ("control_trials", pa.int64()),
+    ("controls_replayed", pa.list_(pa.string())), ("controls_proven_identical", pa.int64()),
+    ("proven_identical_because", pa.string()), ("repeat_replays", pa.list_(pa.string())), ("difference", pa.float64()),
+    ("interval", pa.list_(pa.float64())), ("confidence", pa.float64())])
+"""`FlipProof`: the flip's replays against its controls."""
+SEARCH_STATS = pa.struct([
+    ("replays", pa.int64()), ("control_replays", pa.int64()), ("analyzer_calls", pa.int64()), ("live_calls", pa.int64()),
+    ("tokens", pa.int64()), ("seconds", pa.float64()), ("cut_by", pa.string()), ("cut_reason", pa.string()),
+    ("cut_stopped", pa.string())])
+"""`SearchStats`: what a search did and the limit that cut it."""
+
+LABEL_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("steps", pa.list_(pa.int32())),
+    ("confidence", pa.float64()),
+    ("flip_check", FLIP_PROOF),
+    ("proof_replay_id", pa.string()),
+    ("edit", EDIT),
+    ("earliest", pa.string()),
+    ("answer_leaks", pa.int64()),
+    ("search_stats", SEARCH_STATS),
+    ("recheck_of", pa.string()),
+    ("recheck_agrees", pa.bool_()),
+]
+"""What a search established, as typed columns (`Annotation`'s fields of the same names). A row written
+before they existed has `steps` NULL (a newer row's is a list, empty for no label) and kept them in
+`metadata`: the `annotations` view reads them from there (`LEGACY_ANNOTATION_COLUMNS`)."""
+
+
+def duck_type(arrow: pa.DataType) -> str:
+    """The DuckDB type of an Arrow type of the schemas (scalars, lists, structs)."""
+    scalars = {pa.string(): "VARCHAR", pa.bool_(): "BOOLEAN", pa.float64(): "DOUBLE", pa.int64(): "BIGINT",
+               pa.int32(): "INTEGER", pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ"}
+    if arrow in scalars:
+        return scalars[arrow]
+    if pa.types.is_list(arrow):
+        return f"{duck_type(arrow.value_type)}[]"
+    if pa.types.is_struct(arrow):
+        return "STRUCT(" + ", ".join(f"{f.name} {duck_type(f.type)}" for f in arrow) + ")"
+    raise TypeError(f"no DuckDB type for {arrow}")
+
+
+def _legacy(path: str, arrow: pa.DataType) -> str:
+    if pa.types.is_list(arrow) or pa.types.is_struct(arrow):
+        return f"TRY_CAST(json_extract(metadata, '$.{path}') AS {duck_type(arrow)})"
+    return _meta(path, None if arrow == pa.string() else duck_type(arrow))
+
+
+LEGACY_ANNOTATION_COLUMNS: dict[str, str] = {name: _legacy(name, arrow) for name, arrow in LABEL_COLUMNS}
+"""Where an annotation row written before `LABEL_COLUMNS` existed kept each of them (SQL over `metadata`)."""
+LEGACY_ANNOTATION_KEYS = tuple(name for name, _ in LABEL_COLUMNS) + ("multi_step",)
+"""The keys of such a row's `metadata` that are typed fields now (dropped from `metadata` when read)."""
 
 
 SCHEMAS: dict[str, pa.Schema] = {
@@ -227,6 +287,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("created_at", TS),
             ("transcript", pa.string()),
             ("transcript_run_id", pa.string()),
+            *LABEL_COLUMNS,
             ("metadata", pa.string()),
         ]
     ),
@@ -499,6 +560,16 @@ def annotation_row(a: Annotation) -> dict[str, Any]:
         "created_at": a.created_at,
         "transcript": _json([x.model_dump(mode="json") for x in a.evidence.transcript]),
         "transcript_run_id": a.evidence.transcript_run_id,
+        "steps": list(a.steps),
+        "confidence": a.confidence,
+        "flip_check": None if a.flip_check is None else a.flip_check.model_dump(),
+        "proof_replay_id": a.proof_replay_id,
+        "edit": None if a.edit is None else a.edit.model_dump(),
+        "earliest": a.earliest,
+        "answer_leaks": a.answer_leaks,
+        "search_stats": None if a.search_stats is None else a.search_stats.model_dump(),
+        "recheck_of": a.recheck_of,
+        "recheck_agrees": a.recheck_agrees,
         "metadata": _json(a.metadata),
     }
 
@@ -532,5 +603,22 @@ def annotation_from_row(row: dict[str, Any]) -> Annotation:
             **_tokens(row["cost_tokens"], row.get("cost_prompt_tokens"), row.get("cost_completion_tokens")),
         ),
         created_at=row["created_at"],
-        metadata=_unjson(row["metadata"]) or {},
+        steps=list(row.get("steps") or []),
+        confidence=row.get("confidence"),
+        flip_check=_typed(FlipProof, row.get("flip_check")),
+        proof_replay_id=row.get("proof_replay_id"),
+        edit=_typed(Edit, row.get("edit")),
+        earliest=row.get("earliest"),
+        answer_leaks=row.get("answer_leaks") or 0,
+        search_stats=_typed(SearchStats, row.get("search_stats")),
+        recheck_of=row.get("recheck_of"),
+        recheck_agrees=row.get("recheck_agrees"),
+        metadata={k: v for k, v in (_unjson(row["metadata"]) or {}).items() if k not in LEGACY_ANNOTATION_KEYS},
     )
+
+
+def _typed(model: Any, value: Any) -> Any:
+    """A typed field read from its struct column: None when the row has none (NULL, or every member NULL)."""
+    if value is None or (isinstance(value, dict) and all(v is None for v in value.values())):
+        return None
+    return model.model_validate({k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value)
