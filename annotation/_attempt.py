@@ -61,7 +61,7 @@ ReplayFn = Callable[[Intervention], "tuple[Trajectory, Verdict, ReplayOutcome]"]
 
 
 class ChatLike(Protocol):
-    """`tracers.Chat` or anything called with one prompt that returns the answer text.
+    """`gateway.Chat` or anything called with one prompt that returns the answer text.
 
     When it has `usage` (a `Usage` that adds up its calls) and `model`, tokens, cost and the annotator's
     name are taken from them. Give each concurrent search its own instance: usage

@@ -917,7 +917,7 @@ def find_decisive_step(
         trajectory: the failed run (its `verdict`, when `verdict` is None, must not be a success).
         verdict: Omega's verdict on the run; its details are the analyzer's environment feedback.
         task_context: task text, ground truth and extra feedback; defaults to the trajectory's own.
-        analyzer: the analyzer LLM (`tracers.Chat` or any `prompt -> text` callable).
+        analyzer: the analyzer LLM (`gateway.Chat` or any `prompt -> text` callable).
         replay: re-simulates the run with an intervention: `(Trajectory, Verdict, ReplayOutcome)`.
             Prefix replay from the recording is what makes late interventions cheap.
         budget: limits of this search (`Budget()` by default).

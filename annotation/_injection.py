@@ -134,6 +134,9 @@ class InjectionResult(BaseModel):
     cost: Usage = Field(default_factory=Usage)
     stats: SearchStats = Field(default_factory=SearchStats)
     """What the injection did and which limit cut it (`Meter.stats`)."""
+    mode: str | None = None
+    """How the corruption that flipped the run was applied: `programmatic`, `one_step`, `persistent` or
+    `one_shot` (None when nothing flipped)."""
 
     @property
     def flipped(self) -> bool:
@@ -531,7 +534,7 @@ class _Injection:
                       "description": c.description, "description_unfounded": unfounded},
         )
         annotation = with_transcript(annotation, self.asked, self.perturber)
-        return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, **common)
+        return InjectionResult(annotation=annotation, failed_run=failed_run, notes=self.notes, mode=applied, **common)
 
 
 def inject_fault(

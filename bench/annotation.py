@@ -363,7 +363,7 @@ def label_rows(left: Tally, right: Tally, known: dict[str, int]) -> list[tuple[s
 def search_all(ledger: Ledger, corpus: list[SimTask], runs: dict[str, Any], method: str, workers: int,
                priors: dict[str, list[int]] | None = None) -> Tally:
     from rootstep.annotation import Budget, find_decisive_step, sequential_scan
-    from rootstep.tracers._llm import Chat
+    from rootstep.gateway import Chat
 
     def one(task: SimTask):
         recorded = runs[task.task_id]

@@ -188,7 +188,7 @@ class AnnotateReport(BaseModel):
 
 
 class _Limited:
-    """An LLM (`tracers.Chat`) whose calls take a slot of its model's concurrency limit; what it is asked
+    """An LLM (`gateway.Chat`) whose calls take a slot of its model's concurrency limit; what it is asked
     for (`model`, `usage`, `finish_reason`, `last_call_id`, `gateway_run_id`, ...) is the chat's."""
 
     def __init__(self, chat: Any, session: Session):
@@ -233,7 +233,7 @@ def _chat(session: Session, model: str, max_tokens: int | None, trajectory: Traj
     import uuid
 
     from rootstep.gateway import RunContext
-    from rootstep.tracers import Chat
+    from rootstep.gateway import Chat
 
     run_id = f"{role}-{trajectory.id}-{uuid.uuid4().hex[:8]}"
     session.gateway.register(RunContext(run_id=run_id, framework=trajectory.framework, benchmark=trajectory.benchmark,
@@ -379,7 +379,7 @@ def inject_search(spec: InjectSpec, session: Session) -> Annotated:
         task_id=trajectory.task_id, status="not_flipped" if a is None else a.status,
         labelled_run_id=None if a is None else a.run_id, annotation_id=None if a is None else a.id,
         agent=None if a is None else a.agent, step=None if a is None else a.step,
-        verified=a is not None and a.verified, cost=result.cost, worker=worker_id(), mode=None if a is None else a.metadata.get("mode"),
+        verified=a is not None and a.verified, cost=result.cost, worker=worker_id(), mode=result.mode,
         confidence=None if a is None else a.confidence, stats=result.stats,
     )
     return Annotated(row=run, runs=captured, replays=result.replays,

@@ -28,6 +28,8 @@ from rootstep.model import lazy_exports
 # litellm (seconds); each name loads its module on first use.
 _EXPORTS = {
     "ResponseCache": "_cache",
+    "Chat": "_chat",
+    "GatewayCallError": "_chat",
     "DEFAULT_ANNOTATOR_MODEL": "_defaults",
     "DEFAULT_MODEL": "_defaults",
     "DEFAULT_SCORER_MODEL": "_defaults",
@@ -73,6 +75,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._cache import ResponseCache
+    from ._chat import Chat, GatewayCallError
     from ._context import GatewayMode, RunContext
     from ._defaults import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, DEFAULT_SCORER_MODEL
     from ._gateway import CallMeta, Gateway, RunEnded, RunStats, UnattributedRequest, UnknownRun
@@ -87,6 +90,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._server import GatewayServer, create_app
 
 __all__ = [
+    "Chat",
+    "GatewayCallError",
     "DEFAULT_ANNOTATOR_MODEL",
     "DEFAULT_MODEL",
     "DEFAULT_SCORER_MODEL",

@@ -281,7 +281,7 @@ class Usage(_Model):
     """What some work cost: the one cost type of rootstep, added up with `+` (and `sum(..., Usage())`).
 
     It is a label's cost (`Annotation.cost`), a replay's (`Replay.cost`), what a search has spent
-    (`rootstep.annotation.Meter`), an attribution method's (`tracers.Attribution.cost`, a `tracers.Chat`'s
+    (`rootstep.annotation.Meter`), an attribution method's (`tracers.Attribution.cost`, a `gateway.Chat`'s
     `usage`) and what the gateway served a run (`gateway.RunStats.usage`). Stored in the warehouse's
     `cost_*` columns of `annotations` and the `live_calls`, `replayed_calls`, `tokens`, `cost_usd`,
     `duration_s` columns of `replays` (the token split in `prompt_tokens` / `completion_tokens` beside them).

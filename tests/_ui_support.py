@@ -173,7 +173,7 @@ def perturber(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
 def build_warehouse(root: Path) -> dict[str, Any]:
     """Fill a warehouse under `root` and say where things are (run ids, the upload file)."""
     from rootstep.gateway import register_script
-    from rootstep.tracers._llm import Chat
+    from rootstep.gateway import Chat
 
     data = root / "whowhen"
     for name in WHOWHEN_FILES + [UPLOAD_FILE]:

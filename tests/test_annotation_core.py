@@ -1,6 +1,6 @@
 """The annotation core: counterfactual search, fault injection, budgets and programmatic perturbations.
 
-The analyzer and perturber are scripted models (`scripted/<name>` through litellm, via `tracers.Chat`).
+The analyzer and perturber are scripted models (`scripted/<name>` through litellm, via `gateway.Chat`).
 The replayed "framework" is a small deterministic simulation (`Ledger`) whose decisive step is known: a
 team of agents applies arithmetic operations to a running value, one step each, and an agent that
 "slips" at a given step writes a wrong value that every later step carries on. Replaying it with an
@@ -31,7 +31,7 @@ from rootstep.annotation import (
     sequential_scan,
     truncate_message,
 )
-from rootstep.tracers._llm import Chat
+from rootstep.gateway import Chat
 from rootstep.model import Intervention, ReplayProvenance, Step, Trajectory, Usage, Verdict
 
 # (agent, kind, operation): the tool step 2 records the value and changes nothing

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from rootstep.annotation import Budget, find_decisive_step
 from rootstep.gateway import register_script
-from rootstep.tracers import Chat
+from rootstep.gateway import Chat
 from rootstep.model import Recording, Task
 
 from .test_annotation_core import Ledger, at_step, correct_value, decline, diag

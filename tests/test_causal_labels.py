@@ -3,7 +3,7 @@ step established, answer leaks, several causes, confidence from repeats.
 
 The replayed "teams" are small simulations with a known truth (as in test_annotation_core.py): a flaky
 team whose unchanged replay succeeds too, a team whose later calls are deterministic, and an ensemble of
-solvers whose aggregator follows the majority. The analyzer is a scripted model through `tracers.Chat`.
+solvers whose aggregator follows the majority. The analyzer is a scripted model through `gateway.Chat`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rootstep.benchmarks._suspect import answer_leak, gives_answer, planted_answ
 from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step, inject_fault
 from rootstep.annotation._attempt import edit_size, edit_summary, proven_identical, unfounded_description
 from rootstep.annotation import band, effect, probability_greater, wilson
-from rootstep.tracers._llm import Chat
+from rootstep.gateway import Chat
 from rootstep.model import Intervention, LLMCall, Recording, Step, Task, Trajectory, Usage, Verdict
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -13,7 +13,7 @@ from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step
 from rootstep.benchmarks import verify
 from rootstep.gateway import register_script
 from rootstep.prompts import MAX_OUTPUT_CHARS, render, render_steps
-from rootstep.tracers._llm import Chat
+from rootstep.gateway import Chat
 from rootstep.model import Intervention, Recording, Step, Task, Trajectory, Verdict
 
 FIXTURE = Path(__file__).parent / "fixtures" / "real_runs" / "ag2_gsm8k_test-120.json"

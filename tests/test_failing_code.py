@@ -18,7 +18,7 @@ from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step
 from rootstep.benchmarks import load_tasks, verify
 from rootstep.gateway import register_script
 from rootstep.sandboxes import get_sandbox
-from rootstep.tracers._llm import Chat
+from rootstep.gateway import Chat
 from rootstep.model import Intervention, Recording, Step, Task, Trajectory, Usage, Verdict
 
 CODER = "```python\ndef string_to_tuple(s):\n    # Convert the string to a tuple of characters\n    return tuple(s)\n```"

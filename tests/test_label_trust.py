@@ -21,7 +21,7 @@ from rootstep.annotation._attempt import Asked, ask_valid, rewrite_budget
 from rootstep.annotation._budget import Meter
 from rootstep.annotation._injection import cannot_flip, injection_points
 from rootstep.annotation._perturbations import change_constant, flip_operator
-from rootstep.tracers._llm import Chat
+from rootstep.gateway import Chat
 from rootstep.model import Intervention, Recording, Step, Task, Trajectory, Usage, Verdict
 
 MATH = Task(benchmark="math500", task_id="domain", verifier="math", kind="math", ground_truth="1",

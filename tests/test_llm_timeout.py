@@ -74,7 +74,7 @@ def test_the_analyzer_waits_as_long_as_llm_seconds_allows(tmp_path, monkeypatch,
 
 
 def test_an_analyzer_call_longer_than_llm_seconds_fails(tmp_path, monkeypatch, slow_endpoint):
-    from rootstep.tracers._llm import GatewayCallError
+    from rootstep.gateway import GatewayCallError
 
     api_base, requests = slow_endpoint
     opened, chat_for = _analyzer(tmp_path, monkeypatch, api_base, 0.3)

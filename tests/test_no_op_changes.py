@@ -16,7 +16,7 @@ from rootstep.annotation._attempt import same_work, work_form, work_key
 from rootstep.annotation._counterfactual import check_fix
 from rootstep.annotation._injection import validate_corruption_at
 from rootstep.gateway import register_script
-from rootstep.tracers._llm import Chat
+from rootstep.gateway import Chat
 from rootstep.model import Intervention, Step, Trajectory, Usage, Verdict
 
 MBPP_66_CODER = (

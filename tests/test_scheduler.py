@@ -18,7 +18,7 @@ from rootstep.flows._scheduler import REMOTE_SEARCHES, Scheduler, Slots, fitted_
 from rootstep.flows._session import Stopped
 from rootstep.gateway import register_script
 from rootstep.gateway import Script
-from rootstep.tracers._llm import Chat
+from rootstep.gateway import Chat
 
 from tests.test_annotation_core import Ledger, at_step, decline, diag
 

@@ -27,7 +27,6 @@ from ._methods import (
     tracer,
     tracer_fn,
 )
-from ._llm import Chat
 from ._parse import ParsedAnswer, match_agent, parse_attribution, parse_half, parse_yes_no
 from ._rank import rank_steps
 from ._reward import multi_granular_reward, parse_answer, trl_reward, verl_compute_score
@@ -40,7 +39,6 @@ __all__ = [
     "TRACERS",
     "default_model",
     "Attribution",
-    "Chat",
     "Evaluation",
     "Example",
     "LearnedModel",

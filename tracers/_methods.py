@@ -19,7 +19,7 @@ from rootstep.model import Registry, RootstepError, Trajectory, Usage
 from rootstep.prompts import render, render_steps
 from rootstep.traces.whowhen import parse_record
 
-from ._llm import Chat
+from rootstep.gateway import Chat
 from ._parse import parse_attribution, parse_half, parse_yes_no
 
 MethodName = Literal["all_at_once", "step_by_step", "binary_search", "divergence", "confidence", "learned"]
