@@ -10,6 +10,20 @@ from rootstep.model import lazy_exports as _lazy_exports
 
 __version__ = "0.1.0"
 
-__getattr__ = _lazy_exports(__name__, {"progress_bar": "_progress", "run_stoppable": "_stop"})
+_roof = _lazy_exports(__name__, {"progress_bar": "_progress", "run_stoppable": "_stop"})
+_MOVED = ("Entry", "Origin", "Registry", "UnknownName", "entry_point_dist", "lazy_exports", "plugin_errors")
+
+
+def __getattr__(name: str):
+    """The roof's own names; and the registry's, which lived here before `rootstep.model` (`rootstep.Registry`
+    still works, with a `DeprecationWarning`: plugins written before the move keep loading)."""
+    if name in _MOVED:
+        import warnings
+
+        import rootstep.model as model
+
+        warnings.warn(f"rootstep.{name} moved to rootstep.model.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(model, name)
+    return _roof(name)
 
 __all__ = ["__version__", "progress_bar", "run_stoppable"]

@@ -220,3 +220,28 @@ def test_the_shared_types_do_not_load_the_storage():
             "print(sorted(m for m in ('duckdb', 'pyarrow', 'rootstep.warehouse') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_plugin_written_before_the_move_still_finds_the_types(recwarn):
+    """`rootstep.warehouse.Verdict` and `rootstep.Registry` (the documented paths before `rootstep.model`)
+    still resolve, each with a DeprecationWarning that names the new path; the stages themselves never use
+    them (no stage imports a `rootstep.model` name from the warehouse or the package root)."""
+    import warnings
+
+    import rootstep
+    import rootstep.model
+    import rootstep.warehouse
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert rootstep.warehouse.Verdict is rootstep.model.Verdict
+        assert rootstep.Registry is rootstep.model.Registry
+    assert [str(w.message) for w in caught] == ["rootstep.warehouse.Verdict moved to rootstep.model.Verdict",
+                                                 "rootstep.Registry moved to rootstep.model.Registry"]
+    moved = set(rootstep.model.__all__)
+    found = [f"{path.relative_to(ROOT)}:{line}: {module} {sorted(set(names) & moved)}"
+             for stage in [*STAGES, "tests", "bench", "examples"] for path in sorted((ROOT / stage).rglob("*.py"))
+             if "_drivers" not in path.parts
+             for line, module, names in _imports(stage, path)
+             if module in ("rootstep.warehouse", "rootstep") and set(names) & moved]
+    assert found == []

@@ -162,7 +162,7 @@ PLUGIN = {
     "rootstep_demo_plugin/__init__.py": """
         from pathlib import Path
 
-        from rootstep.warehouse import Verdict
+        from rootstep.model import Verdict
 
         SYSTEM_FILE = str(Path(__file__).parent / "system" / "system.toml")
 

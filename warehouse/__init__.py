@@ -1,12 +1,28 @@
 """The warehouse (Parquet + DuckDB) that stores trajectories, calls, replays and annotations.
 
 Public face: `Warehouse`, its Arrow schemas and views. The types it stores
-are `rootstep.model`'s.
+are `rootstep.model`'s (reading them from here still works, with a `DeprecationWarning`: plugins written
+before they moved keep loading).
 """
 
 from ._catalog import PUBLIC_VIEWS, view_statements
 from ._schemas import PARTITION_COLUMNS, SCHEMAS, annotation_from_row, llm_call_from_row
 from ._store import DEFAULT_LOCATION, Warehouse, WriteReport, default_location
+
+
+
+def __getattr__(name: str):
+    """The shared types that lived here before `rootstep.model` (`rootstep.warehouse.Verdict`, ...)."""
+    import warnings
+
+    import rootstep.model as model
+
+    if name in model.__all__ and name not in ("lazy_exports", "Registry", "Entry", "Origin", "UnknownName",
+                                               "entry_point_dist", "plugin_errors"):
+        warnings.warn(f"rootstep.warehouse.{name} moved to rootstep.model.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(model, name)
+    raise AttributeError(f"module 'rootstep.warehouse' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_LOCATION",
