@@ -339,7 +339,7 @@ def test_a_fix_that_hands_over_the_answer_at_the_first_agent_step_is_rejected(
     assert all(f"Plan: the total is {right}" not in (r["intervention_content"] or "")
                for r in wh.rows("SELECT intervention_content FROM replays"))
     [annotation] = wh.rows("SELECT * FROM annotations")
-    assert json.loads(annotation["metadata"])["answer_leaks"] == 1
+    assert annotation["answer_leaks"] == 1
     # the decision node's fix flips; the solvers that state the wrong answer are each corrected (alone they do
     # not flip it: the others still carry the error) and their joint fix does: a multi-step label
     assert done.status == "labelled" and done.verified

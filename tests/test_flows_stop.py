@@ -81,6 +81,54 @@ def test_a_stop_that_hangs_is_ended_at_the_deadline(tmp_path):
     assert err.count("stopped by SIGTERM") == 1 and "Run the same command again to resume" in err, err
 
 
+_WRAPPED_AFTER_THE_SIGNAL = """
+import sys, time
+import typer
+from rootstep._stop import run_stoppable
+
+def wrapped():
+    try:
+        print("running", flush=True)
+        time.sleep(60)
+    except KeyboardInterrupt as exc:  # a task group re-raising the signal's exception in a group
+        raise BaseExceptionGroup("unhandled errors in a TaskGroup", [exc])
+
+try:
+    run_stoppable(wrapped)
+except typer.Exit as done:  # what the command line does with it
+    sys.exit(done.exit_code)
+"""
+
+
+def test_a_signal_whose_exception_comes_back_wrapped_is_still_the_stop(tmp_path):
+    """A stop signal's exception that reaches the command inside an exception group (or replaced by another
+    one while Prefect unwinds) is still the stop: the message, exit code 130, not a traceback."""
+    proc = subprocess.Popen([sys.executable, "-c", _WRAPPED_AFTER_THE_SIGNAL], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "running"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED, err
+    assert err.count("stopped by SIGINT") == 1 and "Traceback" not in err, err
+
+
+def test_the_stop_is_found_inside_groups_and_chains():
+    from prefect.exceptions import TerminationSignal
+
+    from rootstep._stop import _stop_signal_in
+
+    interrupt = KeyboardInterrupt()
+    assert _stop_signal_in(BaseExceptionGroup("g", [ValueError(), BaseExceptionGroup("h", [interrupt])])) is interrupt
+    try:
+        try:
+            raise TerminationSignal(signal.SIGTERM)
+        except TerminationSignal:
+            raise RuntimeError("the engine gave up")
+    except RuntimeError as replaced:
+        assert isinstance(_stop_signal_in(replaced), TerminationSignal)
+    assert _stop_signal_in(RuntimeError("no signal here")) is None
+
+
 @pytest.fixture(scope="module")
 def one_run_stored(tmp_path_factory, docker_sandbox) -> Path:
     """A warehouse where a first pipeline stored one run; each test stops a second pipeline in its own copy (the

@@ -84,22 +84,6 @@ def import_cmd(
         err_console.print(f"[yellow]{len(report.invalid)} invalid file(s) skipped[/]")
 
 
-def import_traces_cmd(
-    paths: list[Path] = typer.Argument(..., help="Trace files or folders of them (searched recursively)."),
-    format: str = typer.Option("auto", "--format", metavar="FORMAT", callback=one_of(format_names, "auto"),
-                               autocompletion=lambda: ["auto", *format_names()],
-                               help=f"The files' format: auto (detected per file) or a registered trace format: "
-                                    f"{listed(format_names)}."),
-    framework: Optional[str] = typer.Option(None, help="Framework name for the runs (default: read from the trace)."),
-    benchmark: Optional[str] = typer.Option(None, help="Benchmark name for the runs."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Import the valid files and report the rest."),
-    strict: bool = typer.Option(False, "--strict", help="Refuse a file whose import would lose something."),
-    warehouse: Optional[str] = WarehouseOption,
-) -> None:
-    """The same as `rootstep import PATH...` (kept for scripts that name it)."""
-    import_cmd(paths, format, framework, benchmark, skip_invalid, strict, warehouse)
-
-
 def import_whowhen_cmd(
     paths: list[Path] = typer.Argument(..., help="Who&When JSON files or folders of them (searched recursively)."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Import the valid files and report the rest."),
@@ -146,7 +130,7 @@ DEFAULT_IMPORT = "paths"
 
 def register(import_app: typer.Typer, export_app: typer.Typer) -> None:
     import_app.command(DEFAULT_IMPORT, hidden=True)(import_cmd)
-    import_app.command("traces")(import_traces_cmd)
+    import_app.command("traces", help="The same as `rootstep import PATH...` (kept for scripts that name it).")(import_cmd)
     import_app.command("whowhen")(import_whowhen_cmd)
     export_app.command("verdicts")(export_verdicts_cmd)
     export_app.command("whowhen")(export_whowhen_cmd)

@@ -605,19 +605,19 @@ def annotation_from_row(row: dict[str, Any]) -> Annotation:
         created_at=row["created_at"],
         steps=list(row.get("steps") or []),
         confidence=row.get("confidence"),
-        flip_check=_typed(FlipProof, row.get("flip_check")),
+        flip_check=_struct(FlipProof, row.get("flip_check")),
         proof_replay_id=row.get("proof_replay_id"),
-        edit=_typed(Edit, row.get("edit")),
+        edit=_struct(Edit, row.get("edit")),
         earliest=row.get("earliest"),
         answer_leaks=row.get("answer_leaks") or 0,
-        search_stats=_typed(SearchStats, row.get("search_stats")),
+        search_stats=_struct(SearchStats, row.get("search_stats")),
         recheck_of=row.get("recheck_of"),
         recheck_agrees=row.get("recheck_agrees"),
         metadata={k: v for k, v in (_unjson(row["metadata"]) or {}).items() if k not in LEGACY_ANNOTATION_KEYS},
     )
 
 
-def _typed(model: Any, value: Any) -> Any:
+def _struct(model: Any, value: Any) -> Any:
     """A typed field read from its struct column: None when the row has none (NULL, or every member NULL)."""
     if value is None or (isinstance(value, dict) and all(v is None for v in value.values())):
         return None
