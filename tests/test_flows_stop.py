@@ -122,8 +122,8 @@ def test_the_stop_is_found_inside_groups_and_chains():
     try:
         try:
             raise TerminationSignal(signal.SIGTERM)
-        except TerminationSignal:
-            raise RuntimeError("the engine gave up")
+        except TerminationSignal as signalled:
+            raise RuntimeError("the engine gave up") from signalled
     except RuntimeError as replaced:
         assert isinstance(_stop_signal_in(replaced), TerminationSignal)
     assert _stop_signal_in(RuntimeError("no signal here")) is None
