@@ -26,6 +26,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
 class _PathsFirst(TyperGroup):
     """`rootstep import PATH...`: a first argument that names no subcommand is the default command's (the
     hidden `paths`); `import traces` and `import whowhen` stay as its aliases."""

@@ -18,8 +18,8 @@ hide what the append-only layout leaves behind:
 
 from __future__ import annotations
 
-
 from ._schemas import LEGACY_ANNOTATION_COLUMNS, LEGACY_RUN_COLUMNS, PARTITION_COLUMNS, SCHEMAS, duck_type
+
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
