@@ -120,9 +120,9 @@ def run_stoppable(run: Callable[[], Any]) -> Any:
         fail(STOPPED.format(signal=_signal_name(exc)), ExitCode.INTERRUPTED)
     except BaseException as exc:
         # A signal's exception can reach here as another one: wrapped in an exception group by a task group,
-        # or replaced by what Prefect's engine raised while it unwound. Then it is still the stop, and the
-        # deadline must stay armed: the interpreter's exit waits on Prefect's threads, which retry a server
-        # that the same Ctrl-C ended (seen in the suite, a SIGINT to the process group: no exit in 60 s).
+        # or replaced by what an engine raised while it unwound. It is still the stop, and the deadline must
+        # stay armed: the interpreter's exit would wait on Prefect's threads, which retry a server that the
+        # same Ctrl-C ended.
         stop = _stop_signal_in(exc)
         if stop is not None or seen.wait(SIGNAL_SEEN_S):
             said.set()

@@ -25,6 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 STOP_WITHIN_S = 10.0
 
 
+def _as_from_a_terminal() -> None:
+    """In the child before it starts: SIGINT back to its default, so that Python installs its Ctrl-C handler.
+    A test run started as a background job of a non-interactive shell (`cmd &`) ignores SIGINT, and an
+    ignored signal stays ignored in every child: a SIGINT test would then test nothing a user does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _pipeline(wh: str, tasks: int) -> list[str]:
     return [sys.executable, "-m", "rootstep", "pipeline", "-f", "ag2", "-b", f"gsm8k:{tasks}", "-m", S.MODEL,
             "--no-counterfactual", "--no-inject", "--worker-setup", "tests._stop_support:register",
@@ -70,8 +77,8 @@ def test_a_stop_that_hangs_is_ended_at_the_deadline(tmp_path):
     is ended `GRACE_S` after the signal, with the message and exit code 130."""
     from rootstep._stop import GRACE_S
 
-    proc = subprocess.Popen([sys.executable, "-c", _HANGS_AFTER_THE_SIGNAL], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _HANGS_AFTER_THE_SIGNAL], cwd=ROOT, preexec_fn=_as_from_a_terminal,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "running"
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -103,7 +110,8 @@ except typer.Exit as done:  # what the command line does with it
 def test_a_signal_whose_exception_comes_back_wrapped_is_still_the_stop(tmp_path):
     """A stop signal's exception that reaches the command inside an exception group (or replaced by another
     one while Prefect unwinds) is still the stop: the message, exit code 130, not a traceback."""
-    proc = subprocess.Popen([sys.executable, "-c", _WRAPPED_AFTER_THE_SIGNAL], cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", _WRAPPED_AFTER_THE_SIGNAL], cwd=ROOT, preexec_fn=_as_from_a_terminal,
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "running"
     proc.send_signal(signal.SIGINT)
@@ -152,7 +160,8 @@ def test_a_stopped_pipeline_ends_its_episodes_and_resumes(tmp_path, one_run_stor
     with out_file.open("w") as stdout, err_file.open("w") as stderr:  # files: a full pipe would block it
         looping = subprocess.Popen(_pipeline(wh, 2), env=_env(tmp_path, ROOTSTEP_STOP_TEST_LOOP="1",
                                                               ROOTSTEP_STOP_TEST_MARK=str(mark)),
-                                   cwd=ROOT, stdout=stdout, stderr=stderr, start_new_session=True)
+                                   cwd=ROOT, stdout=stdout, stderr=stderr, start_new_session=True,
+                                   preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 300
         while not mark.exists():
