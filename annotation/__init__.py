@@ -22,7 +22,15 @@ See docs/annotation.md.
 """
 
 
-from ._attempt import Asked, ReplayFn, ReplayOutcome, proven_identical, rewrite_budget, with_transcript
+from ._attempt import (
+    Asked,
+    ReplayFn,
+    ReplayOutcome,
+    answer_leaks,
+    proven_identical,
+    rewrite_budget,
+    with_transcript,
+)
 from ._budget import Budget, Cut, Meter
 from ._confidence import Effect, band, effect, probability_greater, wilson
 from ._counterfactual import (
@@ -72,6 +80,7 @@ __all__ = [
     "ReplayOutcome",
     "TaskContext",
     "alter_tool_argument",
+    "answer_leaks",
     "band",
     "change_constant",
     "drop_code_line",

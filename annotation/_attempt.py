@@ -31,6 +31,7 @@ from rootstep.model import (
     Replay,
     ReplayPurpose,
     Step,
+    Task,
     Trajectory,
     Usage,
     Verdict,
@@ -39,7 +40,7 @@ from rootstep.model import (
 
 from ._budget import Meter
 from ._confidence import Effect, effect
-from rootstep.benchmarks import code_blocks
+from rootstep.benchmarks import RunProgram, code_blocks, gives_answer
 
 T = TypeVar("T")
 
@@ -825,15 +826,24 @@ def unfounded_description(description: str, original: str, new: str) -> str | No
     return "it names nothing the edit changed"
 
 
-def edit_size(original: str, new: str) -> Edit:
+def edit_size(original: str, new: str, task: Task | None = None, run_program: RunProgram | None = None) -> Edit:
     """How much a fix or corruption changed its step: characters and lines changed (inserted, deleted or
     replaced, whichever side is longer per change), their share of the step, the length ratio, and what
-    changed (`edit_summary`)."""
+    changed (`edit_summary`); with the `task`, whether the new text states an answer the step did not
+    (`adds_answer`, `gives_answer`)."""
     def changed(a: Sequence[Any], b: Sequence[Any]) -> int:
         matcher = difflib.SequenceMatcher(None, a, b, autojunk=len(a) + len(b) > 20_000)
         return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
 
     chars = changed(original, new)
+    adds = None if task is None else (gives_answer(task, new, run_program)
+                                      and not gives_answer(task, original, run_program))
     return Edit(chars_changed=chars, lines_changed=changed(original.splitlines(), new.splitlines()),
                 share=round(chars / max(len(original), len(new), 1), 3),
-                growth=round(len(new) / max(len(original), 1), 2), summary=edit_summary(original, new))
+                growth=round(len(new) / max(len(original), 1), 2), summary=edit_summary(original, new),
+                adds_answer=adds)
+
+
+def answer_leaks(asked: Sequence[Asked]) -> list[Asked]:
+    """The answers refused for handing over the reference answer (`answer_leak`), among a search's calls."""
+    return [x for x in asked if (x.problem or "").startswith("answer_leak:")]

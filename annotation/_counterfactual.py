@@ -38,7 +38,6 @@ from rootstep.benchmarks import (
     code_blocks,
     defines,
     extract_code,
-    gives_answer,
     is_suspect,
     printed_output,
     program_output,
@@ -62,6 +61,7 @@ from rootstep.model import (
 )
 
 from ._attempt import (
+    answer_leaks,
     Asked,
     ChatLike,
     Deterministic,
@@ -622,12 +622,9 @@ class _Search:
             row, result, verdict = try_intervention(self.trajectory, intervention, self.replay, self.meter,
                                                       "counterfactual", self.success_before)
         original = self.trajectory.steps[diagnosis.step].content
-        attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint), edit=edit_size(original, diagnosis.fix),
+        attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint),
+                          edit=edit_size(original, diagnosis.fix, self.task, self.run_program),
                           beside=[r for r, _ in beside])
-        if self.task is not None:
-            attempt.edit = attempt.edit.model_copy(update={"adds_answer": (
-                gives_answer(self.task, diagnosis.fix, self.run_program)
-                and not gives_answer(self.task, original, self.run_program))})
         attempt.repeated = (row.success_after is False and result is not None
                             and same_text(result.final_answer or "", self.trajectory.final_answer or ""))
         if row.success_after is False:
@@ -787,7 +784,7 @@ class _Search:
         t = self.trajectory
         spare = [row for rows in self.controls_by_step.values() for row, _ in rows]
         replays = list({r.id: r for a in self.attempts for r in a.rows()}.values())  # in order, each once
-        leaks = [x for x in self.asked if (x.problem or "").startswith("answer_leak:")]
+        leaks = answer_leaks(self.asked)
         evidence_notes = [
             ("steps " + "+".join(map(str, a.steps)) if a.joint else f"step {a.diagnosis.step}")
             + f" ({a.diagnosis.agent}, {a.diagnosis.source}"

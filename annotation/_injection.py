@@ -34,7 +34,7 @@ from typing import Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from rootstep.benchmarks import final_answer_span
-from rootstep.benchmarks import RunProgram, Verify, code_key, gives_answer, is_suspect, planted_answer
+from rootstep.benchmarks import RunProgram, Verify, code_key, is_suspect, planted_answer
 from rootstep.prompts import render, render_steps
 from rootstep.model import (
     Annotation,
@@ -51,7 +51,7 @@ from rootstep.model import (
 )
 
 from ._attempt import (
-    Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_step, as_index, ask_valid, check_flip, edit_size,
+    Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_leaks, answer_step, as_index, ask_valid, check_flip, edit_size,
     json_object, model_name, not_the_step_itself, same_work, try_intervention, unfounded_description, work_key,
     with_transcript,
 )
@@ -369,11 +369,7 @@ class _Injection:
         original = self.trajectory.steps[c.step].content
         a = InjectionAttempt(corruption=c, replay=row, mode=mode,
                              suspect=is_suspect(verdict) if row.success_after is False else None,
-                             edit=edit_size(original, c.content))
-        if self.context.task is not None:
-            task, run = self.context.task, self.run_program
-            a.edit = a.edit.model_copy(update={"adds_answer": gives_answer(task, c.content, run)
-                                                and not gives_answer(task, original, run)})
+                             edit=edit_size(original, c.content, self.context.task, self.run_program))
         if a.failed:
             a.check = check_flip(self.trajectory, intervention, self.judged, self.replay, self.meter, "fault_injection",
                                  controls=self.controls, repeats=self.repeats,
@@ -475,7 +471,7 @@ class _Injection:
         t = self.trajectory
         replays = [r for a in self.attempts for r in a.rows()]
         cost = self.meter.cost()
-        leaks = sum(1 for x in self.asked if (x.problem or "").startswith("answer_leak:"))
+        leaks = len(answer_leaks(self.asked))
         stats = self.meter.stats()
         if self.meter.cut is not None:
             self.notes.append(f"cut: {self.meter.cut.reason} (it stopped {self.meter.cut.stopped})")

@@ -40,6 +40,7 @@ from rootstep.annotation import (
     Budget,
     InjectionMode,
     ReplayOutcome,
+    answer_leaks,
     find_decisive_step,
     inject_fault,
     proven_identical,
@@ -392,7 +393,7 @@ def not_flipped_record(trajectory: Trajectory, result: Any, perturber_model: str
     label): it takes the run out of the queue even when no replay was tried (the perturber found no
     corruption at any point), and its cost counts in `quality`'s cost per label."""
     not_causal = [x for x in result.attempts if x.not_causal]
-    leaks = sum(1 for x in result.asked if (x.problem or "").startswith("answer_leak:"))
+    leaks = len(answer_leaks(result.asked))
     return Annotation(run_id=trajectory.id, framework=trajectory.framework, benchmark=trajectory.benchmark,
                       method="fault_injection", status="not_causal" if not_causal else "unresolved", verified=False,
                       annotator=perturber_model or "programmatic",
