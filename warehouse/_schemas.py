@@ -21,15 +21,12 @@ from pydantic import ValidationError
 from rootstep.model import (
     Annotation,
     Asked,
-    Edit,
     Evidence,
-    FlipProof,
     Intervention,
     LLMCall,
     Recording,
     Replay,
     ReplayProvenance,
-    SearchStats,
     Step,
     SystemRef,
     Task,
@@ -560,16 +557,7 @@ def annotation_row(a: Annotation) -> dict[str, Any]:
         "created_at": a.created_at,
         "transcript": _json([x.model_dump(mode="json") for x in a.evidence.transcript]),
         "transcript_run_id": a.evidence.transcript_run_id,
-        "steps": list(a.steps),
-        "confidence": a.confidence,
-        "flip_check": None if a.flip_check is None else a.flip_check.model_dump(),
-        "proof_replay_id": a.proof_replay_id,
-        "edit": None if a.edit is None else a.edit.model_dump(),
-        "earliest": a.earliest,
-        "answer_leaks": a.answer_leaks,
-        "search_stats": None if a.search_stats is None else a.search_stats.model_dump(),
-        "recheck_of": a.recheck_of,
-        "recheck_agrees": a.recheck_agrees,
+        **a.model_dump(include={name for name, _ in LABEL_COLUMNS}),
         "metadata": _json(a.metadata),
     }
 
@@ -603,22 +591,15 @@ def annotation_from_row(row: dict[str, Any]) -> Annotation:
             **_tokens(row["cost_tokens"], row.get("cost_prompt_tokens"), row.get("cost_completion_tokens")),
         ),
         created_at=row["created_at"],
-        steps=list(row.get("steps") or []),
-        confidence=row.get("confidence"),
-        flip_check=_struct(FlipProof, row.get("flip_check")),
-        proof_replay_id=row.get("proof_replay_id"),
-        edit=_struct(Edit, row.get("edit")),
-        earliest=row.get("earliest"),
-        answer_leaks=row.get("answer_leaks") or 0,
-        search_stats=_struct(SearchStats, row.get("search_stats")),
-        recheck_of=row.get("recheck_of"),
-        recheck_agrees=row.get("recheck_agrees"),
+        **{name: value for name, _ in LABEL_COLUMNS if (value := _present(row.get(name))) is not None},
         metadata={k: v for k, v in (_unjson(row["metadata"]) or {}).items() if k not in LEGACY_ANNOTATION_KEYS},
     )
 
 
-def _struct(model: Any, value: Any) -> Any:
-    """A typed field read from its struct column: None when the row has none (NULL, or every member NULL)."""
-    if value is None or (isinstance(value, dict) and all(v is None for v in value.values())):
-        return None
-    return model.model_validate({k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value)
+def _present(value: Any) -> Any:
+    """A label column's value as the model takes it: None for NULL or a struct whose members are all NULL (the
+    field keeps its default), a struct without its NULL members (their defaults apply)."""
+    if not isinstance(value, dict):
+        return value
+    members = {k: v for k, v in value.items() if v is not None}
+    return members or None
