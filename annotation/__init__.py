@@ -4,6 +4,11 @@ They take a chat function (the analyzer or perturber model) and a replay functio
 adapter's `replay`, or a scripted one in tests) and return typed results; the Prefect flows in
 `rootstep.flows` run them and write what they return.
 
+A search runs in three phases, a module each: proposing a fix or a corruption (`_propose`: asking the
+analyzer or perturber, re-asking, checking the text, retaking or rewriting a step), trying it (`_trial`:
+replay, controls, confidence, edit size) and the searches themselves (`_counterfactual`, `_injection`),
+which only order the phases and build the result.
+
 Public face:
 - `find_decisive_step`: counterfactual search on a failure -> `CounterfactualResult` (verified label or
   unresolved); `sequential_scan`: the naive from-step-0 baseline; `TaskContext`, `Diagnosis`, `Attempt`.
@@ -22,34 +27,10 @@ See docs/annotation.md.
 """
 
 
-from ._attempt import (
-    Asked,
-    ReplayFn,
-    ReplayOutcome,
-    answer_leaks,
-    proven_identical,
-    rewrite_budget,
-    with_transcript,
-)
 from ._budget import Budget, Cut, Meter
 from ._confidence import Effect, band, effect, probability_greater, wilson
-from ._counterfactual import (
-    Attempt,
-    CounterfactualResult,
-    Diagnosis,
-    TaskContext,
-    find_decisive_step,
-    sequential_scan,
-    validate_diagnosis,
-)
-from ._injection import (
-    Corruption,
-    InjectionAttempt,
-    InjectionMode,
-    InjectionResult,
-    inject_fault,
-    validate_corruption,
-)
+from ._counterfactual import CounterfactualResult, find_decisive_step, sequential_scan
+from ._injection import InjectionAttempt, InjectionMode, InjectionResult, inject_fault
 from ._perturbations import (
     PERTURBATIONS,
     Perturbation,
@@ -60,6 +41,18 @@ from ._perturbations import (
     programmatic_perturbations,
     truncate_message,
 )
+from ._propose import (
+    Asked,
+    Corruption,
+    Diagnosis,
+    TaskContext,
+    answer_leaks,
+    rewrite_budget,
+    validate_corruption,
+    validate_diagnosis,
+    with_transcript,
+)
+from ._trial import Attempt, ReplayFn, ReplayOutcome, proven_identical
 
 __all__ = [
     "PERTURBATIONS",

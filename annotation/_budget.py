@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
-
 from rootstep.model import CutLimit, SearchStats, Usage
 
 

@@ -23,173 +23,42 @@ agent step from step 0, each re-simulated, no ranking and no "this step is fine"
 from __future__ import annotations
 
 import functools
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from pydantic import BaseModel, Field
 from rootstep.benchmarks import (
     RunProgram,
     Verify,
-    answer_leak,
-    answer_spans,
-    code_blocks,
-    defines,
-    extract_code,
     is_suspect,
-    printed_output,
-    program_output,
-    right_answer_in,
-    same_answer,
-    verify_quietly,
 )
-from rootstep.prompts import render, render_steps
 from rootstep.model import (
     Annotation,
-    Edit,
     Evidence,
-    Intervention,
     Replay,
     SearchStats,
-    Step,
-    Task,
     Trajectory,
     Verdict,
-    match_agent,
 )
 
-from ._attempt import (
-    answer_leaks,
+from ._budget import Budget, Meter
+from ._propose import (
     Asked,
     ChatLike,
-    Deterministic,
-    FlipCheck,
-    ReplayFn,
+    Diagnosis,
+    FixProposer,
+    NoAgentError,
+    StepRequest,
+    TaskContext,
+    answer_leaks,
     answer_step,
-    as_index,
-    ask_valid,
-    check_flip,
-    control_of,
-    described_change,
-    edit_size,
-    environment_limits,
-    json_object,
     model_name,
-    not_the_step_itself,
-    replay_said,
-    retake_step,
-    rewrite_step,
-    same_text,
-    same_work,
-    work_key,
-    try_intervention,
-    verdict_feedback,
     with_transcript,
+    work_key,
 )
-from ._budget import Budget, Meter
+from ._trial import Attempt, Deterministic, FixTrial, ReplayFn
 
 SearchName = Literal["rootstep", "sequential"]
-StepRequest = Callable[[Step], "list[dict[str, Any]] | None"]
-"""`step -> the message list of the recorded request that produced it`, or None (no recording, or tools)."""
-
-
-class TaskContext(BaseModel):
-    """What the analyzer is told besides the run: the task, its ground truth, environment feedback."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    question: str = ""
-    ground_truth: str | None = None
-    feedback: str | None = None
-    """Environment feedback beyond Omega's verdict (test output, tool errors); appended to it."""
-    task: Task | None = None
-    """The benchmark task (its verifier compares a fix's answer with the step's); a collected run's own
-    `recording.task` by default."""
-
-    @classmethod
-    def of(cls, trajectory: Trajectory) -> "TaskContext":
-        return cls(question=trajectory.question, ground_truth=trajectory.ground_truth,
-                   task=None if trajectory.recording is None else trajectory.recording.task)
-
-
-class Diagnosis(BaseModel):
-    """One analyzer proposal that passed validation."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int
-    agent: str
-    reason: str = ""
-    fix: str = ""
-    tool_calls: list[dict[str, Any]] | None = None
-    declined: bool = False
-    """Step-specific prompt only: the analyzer judged the step correct (nothing to replay)."""
-    instruction: str | None = None
-    """The analyzer's description of the change when it described the fix instead of writing it; `fix` is
-    then the step written for it (`written`)."""
-    written: Literal["retake", "rewrite"] | None = None
-    """How a described fix was written: the step taken again by the analyzer's model in the agent's seat
-    (`retake_step`), or the analyzer's description made in the step's message (`rewrite_step`)."""
-    source: Literal["ranked", "earlier", "sequential", "prior", "joint"] = "ranked"
-
-
-class NoAgentError(BaseModel):
-    """The analyzer's finding that no agent erred: the run's answer is right and the check is wrong."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    reason: str = ""
-    answer_step: int | None = None
-    """The step that gives the right answer (None: the final answer)."""
-    confirmed: str | None = None
-    """Where the task's verifier itself accepts that step's answer (`right_answer_in`), or None."""
-
-
-class Attempt(BaseModel):
-    """A diagnosis that was replayed, and what Omega said."""
-
-    diagnosis: Diagnosis
-    replay: Replay
-    presentation_only: str | None = None
-    """Why the fix only re-formatted the step's own answer (`same_answer`): such a success verifies nothing."""
-    joint: list[Diagnosis] = Field(default_factory=list)
-    """A joint fix: the further, later steps fixed in the same replay (`diagnosis` is the earliest)."""
-    check: FlipCheck | None = None
-    """Repeats and controls of a success (`check_flip`): the flip is causal only when the controls fail."""
-    edit: Edit | None = None
-    """The fix's size (`edit_size`) and whether it states an answer the step did not (`adds_answer`)."""
-    repeated: bool = False
-    """The fixed replay failed with the run's original final answer: later agents carried the error on."""
-    said: str | None = None
-    """What a replay that still failed ended with (`replay_said`): shown to the analyzer beside the fix."""
-    beside: list[Replay] = Field(default_factory=list)
-    """Control replays of the step run at the same time as this fix's replay (`early_controls`); a later flip
-    at the step may use them."""
-
-    @property
-    def flipped(self) -> bool:
-        """The replay succeeded with a fix that changed the agent's work (before the controls)."""
-        return self.replay.success_after is True and self.presentation_only is None
-
-    @property
-    def success(self) -> bool:
-        """A flip that the controls confirm (a label candidate)."""
-        return self.flipped and (self.check is None or self.check.causal)
-
-    @property
-    def not_causal(self) -> str | None:
-        return self.check.why_not if self.flipped and self.check is not None else None
-
-    @property
-    def steps(self) -> list[int]:
-        return [self.diagnosis.step, *(d.step for d in self.joint)]
-
-    def rows(self) -> list[Replay]:
-        """This attempt's replays: the fix, a control run beside it, its repeats, the controls (a control run
-        beside an earlier fix of the step and used here appears there too: `result` keeps the first)."""
-        return [self.replay, *self.beside] + ([] if self.check is None else self.check.repeats + self.check.controls)
 
 
 class CounterfactualResult(BaseModel):
@@ -224,125 +93,9 @@ class CounterfactualResult(BaseModel):
         return self.annotation.agent
 
 
-def _check_step(trajectory: Trajectory, raw_step: Any, raw_agent: Any, expect: int | None) -> tuple[Step | None, str | None]:
-    n = len(trajectory.steps)
-    index = as_index(raw_step)
-    if index is None:
-        return None, f"mistake_step must be an integer step number, got {raw_step!r}"
-    if expect is not None and index != expect:
-        return None, f"you were asked about step {expect}, not step {index}; mistake_step must be {expect}"
-    if not 0 <= index < n:
-        return None, f"step {index} does not exist: the run has steps 0..{n - 1}"
-    step = trajectory.steps[index]
-    if step.kind != "agent":
-        agent_steps = [s.index for s in trajectory.steps if s.kind == "agent"]
-        return None, (
-            f"step {index} is a {step.kind} step (by {step.agent}), not an agent step; only agent steps can be "
-            f"corrected (agent steps: {agent_steps})"
-        )
-    if not isinstance(raw_agent, str) or not raw_agent.strip():
-        return None, f"mistake_agent is missing; step {index} was taken by {step.agent}"
-    if match_agent(raw_agent, [step.agent]) is None:
-        return None, f"step {index} was taken by {step.agent}, not by {raw_agent!r}"
-    return step, None
-
-
-def _fix_text(fix: Any) -> Any:
-    """`suggested_fix` as text when the model wrapped the text in an object of one field: `{"code": "..."}` (the
-    1.5B's fix of AG2 critic and coder steps, main job of 2026-11-28, GSM8K test-474, refused twice as empty) is
-    that code in a Python block; `{"text" | "content" | "message": "..."}` is the text. Anything else is left as
-    it is (and refused as not text)."""
-    if isinstance(fix, dict) and len(fix) == 1:
-        (key, value), = fix.items()
-        if isinstance(value, str) and value.strip():
-            if key == "code":
-                return value if code_blocks(value) else f"```python\n{value.strip()}\n```"
-            if key in ("text", "content", "message"):
-                return value
-    return fix
-
-
-def validate_diagnosis(
-    trajectory: Trajectory,
-    answer: str,
-    *,
-    expect_step: int | None = None,
-    may_decline: bool = False,
-    tested: set[tuple[int, str]] | None = None,
-    fix_problem: Callable[[Step, str], str | None] | None = None,
-    rewrite: bool = False,
-) -> tuple[Diagnosis | NoAgentError | None, str | None]:
-    """Parse and check an analyzer answer; `(Diagnosis, None)` or `(None, the problem to state)`.
-
-    Checks, in order: a JSON object; `no_agent_error: true` (the whole-run diagnosis only, with the
-    `answer_step` that gives the right answer, or null for the final answer) is a `NoAgentError`;
-    (with `may_decline`) `fix_needed: false` is a valid decline;
-    the step is an integer, is `expect_step` when given, exists and is an agent step; the agent is the
-    one who took it (case and punctuation ignored); the fix is non-empty, differs from the step as
-    recorded (an unchanged step would replay the same failure) and was not tested already; with
-    `fix_problem` (the search's checks against the task: `_Search.fix_problem`), whatever problem it names
-    (an `answer_leak:`, a `wrong_answer:`). With `rewrite`, a fix that describes the change
-    (`described_change`) is not a problem: the diagnosis comes back with it as `instruction` and no `fix`,
-    for the caller to have the step rewritten (`rewrite_step`) and checked (`check_fix`).
-    """
-    data, problem = json_object(answer)
-    if data is None:
-        return None, problem
-    if data.get("no_agent_error") is True:
-        if expect_step is not None:
-            return None, "no_agent_error is only allowed in the diagnosis of the whole run; here answer about this step"
-        raw = data.get("answer_step")
-        index = None if raw in (None, "final", "final answer") else as_index(raw)
-        if raw not in (None, "final", "final answer") and (index is None or not 0 <= index < len(trajectory.steps)):
-            return None, (f"answer_step must be the number of the step that gives the right answer (0.."
-                          f"{len(trajectory.steps) - 1}) or null for the final answer, got {raw!r}")
-        return NoAgentError(reason=str(data.get("reason") or ""), answer_step=index), None
-    if may_decline and data.get("fix_needed") is False:
-        if expect_step is None:
-            return None, "fix_needed false is only allowed when asked about one step"
-        step = trajectory.steps[expect_step]
-        return Diagnosis(step=step.index, agent=step.agent, reason=str(data.get("reason") or ""), declined=True,
-                         source="earlier"), None
-    for key in ("mistake_step", "mistake_agent", "suggested_fix"):
-        if key not in data:
-            return None, f"the JSON object has no {key!r} key"
-    step, problem = _check_step(trajectory, data["mistake_step"], data["mistake_agent"], expect_step)
-    if step is None:
-        return None, problem
-    fix = _fix_text(data["suggested_fix"])
-    tool_calls = data.get("suggested_tool_calls")
-    if tool_calls is not None and not (isinstance(tool_calls, list)
-                                       and all(isinstance(t, dict) and (t.get("name") or t.get("function"))
-                                               for t in tool_calls)):
-        return None, "suggested_tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
-    if not isinstance(fix, str) or (not fix.strip() and tool_calls is None):
-        return None, "suggested_fix must be the non-empty corrected text of the step"
-    reason = str(data.get("reason") or "")
-    if rewrite and fix.strip() and tool_calls is None and described_change(fix, step.agent) is not None:
-        return Diagnosis(step=step.index, agent=step.agent, reason=reason, instruction=fix), None
-    problem = check_fix(step, fix, tool_calls, tested=tested, fix_problem=fix_problem)
-    if problem is not None:
-        return None, problem
-    return Diagnosis(step=step.index, agent=step.agent, reason=reason, fix=fix, tool_calls=tool_calls), None
-
-
-def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = None, *,
-              tested: set[tuple[int, str]] | None = None,
-              fix_problem: Callable[[Step, str], str | None] | None = None) -> str | None:
-    """Why `fix` cannot replace `step` (see `validate_diagnosis`), or None."""
-    not_itself = not_the_step_itself(fix, step.agent, "suggested_fix") if fix.strip() else None
-    if not_itself is not None:
-        return not_itself
-    if same_work(fix, step.content) and tool_calls is None:
-        return (f"suggested_fix is what step {step.index} already says (the same code and text, comments and layout "
-                "aside); a correction must change what the step does")
-    if tested and (step.index, work_key(fix)) in tested and tool_calls is None:
-        return f"this exact fix of step {step.index} was already tested and the run still failed"
-    return fix_problem(step, fix) if fix_problem is not None and fix.strip() else None
-
-
 class _Search:
-    """State shared by the phases of one search."""
+    """One counterfactual search: its phases in order (`by_prior`, `ranked`, `scan`, `joint`), what they tried,
+    and the result. Proposing is `FixProposer`'s (`_propose`), replaying `FixTrial`'s (`_trial`)."""
 
     def __init__(self, trajectory: Trajectory, verdict: Verdict | None, context: TaskContext, analyzer: ChatLike,
                  replay: ReplayFn, budget: Budget, max_prompt_chars: int, verify: Verify | None = None,
@@ -356,50 +109,25 @@ class _Search:
             raise ValueError(f"run {trajectory.id} succeeded; counterfactual search needs a failure (inject faults instead)")
         self.trajectory = trajectory
         self.verdict = verdict
-        self.task = context.task
-        self.verify = verify
-        self.run_program = None if run_program is None else functools.lru_cache(maxsize=256)(run_program)
+        self.analyzer = analyzer
+        self.controls, self.repeats = controls, repeats
+        self.meter = Meter(budget.for_run(sum(1 for s in trajectory.steps if s.kind == "agent")))
+        program = None if run_program is None else functools.lru_cache(maxsize=256)(run_program)
         """`run_program`, each program run once per search: a fix's program is read by the leak, wrong-answer,
         gives-answer and same-answer checks, each of which ran it in a sandbox."""
-        self.verify_text = functools.lru_cache(maxsize=256)(
-            lambda text: None if self.task is None or self.verify is None else verify_quietly(self.verify, self.task, text))
-        """The task's verifier on a text, once per text per search (a coding task's runs its tests in a sandbox)."""
-        self.no_agent_error: NoAgentError | None = None
-        self.success_before = None if verdict is None else verdict.success
-        self.analyzer = analyzer
-        self.replay = replay
-        self.meter = Meter(budget.for_run(sum(1 for s in trajectory.steps if s.kind == "agent")))
-        self.controls, self.repeats, self.deterministic = controls, repeats, deterministic
-        self.step_request = step_request
-        feedback = verdict_feedback(verdict)
-        if context.feedback:
-            feedback += "\n" + context.feedback
-        limits = environment_limits(trajectory)
-        if limits:
-            feedback += ("\nENVIRONMENT LIMITS (what the run's code could not use; the run failed on the environment "
-                         "there, and a corrected step must do without it):\n" + "\n".join(f"- {x}" for x in limits))
-        self.base = {
-            "question": context.question or trajectory.question,
-            "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
-            "feedback": feedback,
-            "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars, compact=True)[0],
-            "agents": trajectory.agents,
-        }
         self.attempts: list[Attempt] = []
         self.declined: list[Diagnosis] = []
         self.asked: list[Asked] = []
         self.notes: list[str] = []
         self.best: Attempt | None = None
         self.fixed_run: Trajectory | None = None
-        self.early_controls = early_controls
-        self.controls_by_step: dict[int, list[tuple[Replay, Verdict | None]]] = {}
-        """Control replays run for a step (beside a ranked fix's replay), not yet used by a flip check."""
-        self.retakes: dict[int, tuple[str | None, str | None]] = {}
-        """Each step's retake (`retake_step`), asked once per search: its request is the agent's recorded one,
-        whatever the diagnosis, so a second retake of the step is the first one again (on the main job's GSM8K
-        test-474 the 1.5B's retake looped to its 856-token room twice, 89 s and 139 s, the same answer)."""
+        self.no_agent_error: NoAgentError | None = None
+        self.propose = FixProposer(trajectory, verdict, context, analyzer, self.meter, self.asked, self.notes,
+                                   max_prompt_chars, verify, program, step_request)
+        self.trial = FixTrial(trajectory, None if verdict is None else verdict.success, context.task, verify, program,
+                              replay, self.meter, controls, repeats, deterministic, early_controls)
 
-    # -------------------------------------------------------------- prompts
+    # -------------------------------------------------------------- what was tried
 
     def failed(self) -> list[dict[str, Any]]:
         out = []
@@ -425,251 +153,19 @@ class _Search:
         did not: its fix may be proposed and replayed again)."""
         return [a for a in self.attempts if a.replay.error is None and not a.joint]
 
-    def leak(self, step: Step, fix: str) -> str | None:
-        """`answer_leak` over the task (None without a task and verifier). The step that gave the run's final
-        answer gave an answer, whatever its form (a coder's prose instead of code is a wrong answer); and a
-        fix that carries forward a right answer the team itself reached before the step hands nothing over
-        (`reached_before`)."""
-        if self.task is None or self.verify is None:
-            return None
-        final = answer_step(self.trajectory)
-        if final is not None and final.index == step.index:
-            return None
-        leaked = answer_leak(self.task, step.content, fix, self.verify, self.run_program)
-        if leaked is not None and self.reached_before(step.index) is not None:
-            return None
-        return leaked
-
-    def reached_before(self, index: int) -> str | None:
-        """Where the team stated a right answer before step `index` (an agent step's marked answer, or what a
-        tool step reports its program printed), or None. A team that had the answer and lost it later made its
-        mistake after reaching it: a fix that restores the answer there is the team's own work carried on."""
-        if self.task is None or self.verify is None:
-            return None
-        for s in self.trajectory.steps[:index]:
-            if s.kind == "human":
-                continue  # the task itself
-            if s.kind == "agent":
-                found = right_answer_in(self.task, s.content, self.verify)
-            else:
-                printed = printed_output(s.observation or s.content or "")
-                found = right_answer_in(self.task, f"Program output:\n{printed}", self.verify,
-                                        last_number=True) if printed else None
-            if found is not None:
-                return f"step {s.index} ({s.agent}): {found}"
-        return None
-
     def tested(self) -> set[tuple[int, str]]:
         return {(a.diagnosis.step, work_key(a.diagnosis.fix)) for a in self.decided()}
 
     def tried_steps(self) -> set[int]:
         return {a.diagnosis.step for a in self.decided()} | {d.step for d in self.declined}
 
-    def ask_ranked(self) -> tuple[Diagnosis | NoAgentError | None, str | None]:
-        failed, tested = self.failed(), self.tested()
-        diagnosis, why = ask_valid(
-            self.analyzer,
-            lambda prev, problem: render("analyzer.j2", **self.base, failed=failed, previous_answer=prev, problem=problem),
-            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, fix_problem=self.fix_problem, rewrite=True),
-            self.meter, self.asked, "analyzer.j2",
-        )
-        if isinstance(diagnosis, Diagnosis):
-            return self.written(diagnosis, tested)
-        return diagnosis, why
-
-    def fix_problem(self, step: Step, fix: str) -> str | None:
-        """Why `fix` cannot be the correction of `step`: it hands over the reference answer (`leak`), or it
-        states an answer the verifier rejects. The latter was a label: on AgentPrune MATH-500 255 (slice of
-        2026-11-28) the retaken first step stated 7 where the step had stated the right 4, and the replay
-        flipped anyway (the decision agent answered 4 in it): a correction does not state a wrong answer."""
-        leaked = self.leak(step, fix)
-        if leaked is not None:
-            return f"answer_leak: {leaked}"
-        wrong = self.wrong_answer(fix)
-        if wrong is not None:
-            return (f"wrong_answer: the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
-                    "step does not state a wrong answer")
-        failing = self.failing_code(fix)
-        if failing is not None:
-            return (f"wrong_code: the fix's code fails the task's tests ({failing}): a corrected step's code "
-                    "passes them")
-        return None
-
-    def wrong_answer(self, text: str) -> str | None:
-        """The answer `text` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase), or
-        what its program prints when it has one and a runner is given (the program, not the prose around it:
-        MetaGPT MATH-500 255's retake printed the right 4 beside a prose `Answer: 7`), when the task's verifier
-        rejects it; None for no such answer, a coding task, or no verifier. A step that
-        states one is not correct whatever the analyzer says: on AgentPrune MATH-500 634 (slice of 2026-11-28)
-        every agent wrote `Answer: 997` (the answer is 333), the 1.5B judged all nine steps correct, and nothing
-        was replayed."""
-        if self.task is None or self.verify is None or self.task.kind == "coding":
-            return None
-        printed = program_output(text, self.run_program)
-        if printed is not None:  # what its program prints, not what its prose claims it prints (as `same_answer`)
-            text = f"Program output:\n{printed}"
-        elif not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(text)):
-            return None
-        verdict = self.verify_text(text)
-        if verdict is None or verdict.success:
-            return None
-        extracted = verdict.details.get("extracted")
-        return None if extracted is None else str(extracted)
-
-    def failing_code(self, text: str) -> str | None:
-        """What the task's tests report of the code in `text` (its first failure, shortened) when that code defines
-        the task's function (`entry_point`) and fails them; None for a task that is not coding, no verifier, code
-        that defines something else (a helper, a test script), or a verdict the checks call suspect. The coding
-        task's counterpart of `wrong_answer`: code that fails the tests is not a correct step and not a correction.
-        On the 2026-11-28 slice (seed 4) AG2 HumanEval+ 144 spent 23 minutes replaying seven fixes that each kept
-        the failing `% 1 == 0` check; on the main job MBPP 310's `tuple(list(s))` was replayed and failed."""
-        if self.task is None or self.verify is None or self.task.kind != "coding":
-            return None
-        entry = self.task.metadata.get("entry_point")
-        if not entry:
-            return None
-        code, _how = extract_code(text, entry)
-        if not defines(code, str(entry)):
-            return None
-        verdict = self.verify_text(text)
-        if verdict is None or verdict.success or is_suspect(verdict):
-            return None
-        failures = verdict.details.get("failures") or []
-        first = failures[0] if failures and isinstance(failures[0], dict) else None
-        if first is None:
-            said = verdict.details.get("error") or verdict.details.get("stderr") or f"score {verdict.score:g}"
-        else:
-            said = ", ".join(f"{k}: {v}" for k, v in first.items() if k in ("assert", "input", "expected", "got", "error"))
-        said = " ".join(str(said).split())
-        return said if len(said) <= 300 else said[:300] + " ..."
-
-    def ask_at(self, step: Step, *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
-        wrong = None if require_fix else self.wrong_answer(step.content)
-        if wrong is not None:
-            require_fix = True  # not "is it correct?": the verifier already answered that
-            self.notes.append(f"step {step.index} ({step.agent}) states the answer {wrong!r}, which the verifier rejects: "
-                              "asked for its correction, not whether it is correct")
-        failing = None if require_fix else self.failing_code(step.content)
-        if failing is not None:
-            require_fix = True
-            self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests ({failing}): "
-                              "asked for its correction, not whether it is correct")
-        failed, tested = self.failed(), self.tested()
-        shown = next(s for s in self.base["steps"] if s["index"] == step.index)
-        shown = {**shown, "content": shown["full"]}  # the step asked about, whole (the run shows it compact)
-        diagnosis, why = ask_valid(
-            self.analyzer,
-            lambda prev, problem: render("analyzer_at_step.j2", **self.base, failed=failed, step=shown,
-                                         require_fix=require_fix, previous_answer=prev, problem=problem),
-            lambda answer: validate_diagnosis(self.trajectory, answer, expect_step=step.index,
-                                              may_decline=not require_fix, tested=tested, fix_problem=self.fix_problem, rewrite=True),
-            self.meter, self.asked, "analyzer_at_step.j2",
-        )
-        if diagnosis is not None and not diagnosis.declined:
-            diagnosis, why = self.written(diagnosis, tested)
-        if diagnosis is not None:
-            diagnosis = diagnosis.model_copy(update={"source": source})
-        return diagnosis, why
-
-    def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:
-        """`diagnosis` with its fix written out. A described change (`instruction`) is the analyzer's finding
-        that step t is wrong without the message that corrects it: the step is taken again by the analyzer's
-        model in the agent's seat from the agent's recorded request (`retake_step`), else the description is
-        made in the step's message (`rewrite_step`); what comes out is checked as any fix (`check_fix`)."""
-        if diagnosis.instruction is None or diagnosis.fix:
-            return diagnosis, None
-        step = self.trajectory.steps[diagnosis.step]
-        tries: list[tuple[Literal["retake", "rewrite"], Callable[[], tuple[str | None, str | None]]]] = []
-        messages = self.step_request(step) if self.step_request is not None else None
-        if messages:
-            tries.append(("retake", lambda: self.retake(step, messages, tested)))
-        tries.append(("rewrite", lambda: rewrite_step(self.analyzer, step, diagnosis.instruction or "", diagnosis.reason,
-                                                      self.base["question"], self.meter, self.asked)))
-        whys = []
-        for how, write in tries:
-            text, why = write()
-            if text is not None:
-                why = check_fix(step, text, tested=tested, fix_problem=self.fix_problem)
-                if why is None:
-                    return diagnosis.model_copy(update={"fix": text, "written": how}), None
-                self.asked.append(Asked(prompt_name=f"{how}_step", answer=text, problem=why))
-            whys.append(f"{how}: {why}")
-        return None, f"the described fix of step {step.index} could not be written out ({'; '.join(whys)})"
-
-    def retake(self, step: Step, messages: list[dict[str, Any]],
-               tested: set[tuple[int, str]]) -> tuple[str | None, str | None]:
-        """`step` retaken in its agent's seat, once per search (`retakes`), each answer checked as a fix (a refused
-        one is re-asked once with the problem stated)."""
-        if step.index not in self.retakes:
-            self.retakes[step.index] = retake_step(
-                self.analyzer, messages, step, self.meter, self.asked,
-                check=lambda text: check_fix(step, text, tested=tested, fix_problem=self.fix_problem))
-        return self.retakes[step.index]
-
-    # -------------------------------------------------------------- replays
-
     def attempt(self, diagnosis: Diagnosis, joint: Sequence[Diagnosis] = (), early_control: bool = False) -> Attempt:
-        """Replay `diagnosis`'s fix (with `joint`'s, a joint fix) and, when it flips, check the flip. With
-        `early_control` (the ranked phase, where a fix often flips), the step's control is replayed at the same
-        time as the fix, beside it (`_beside`): a flip's proof then costs no extra replay's wait."""
-        def fix(d: Diagnosis) -> Intervention:
-            return Intervention(run_id=self.trajectory.id, step=d.step, new_content=d.fix, kind="fix", agent=d.agent,
-                                tool_calls=d.tool_calls)
-
-        intervention = fix(diagnosis).model_copy(update={"also": [fix(d) for d in joint]})
-        early = early_control and self.early_controls and not joint and self.needs_control(diagnosis.step)
-        with self._beside(diagnosis.step if early else None) as beside:
-            row, result, verdict = try_intervention(self.trajectory, intervention, self.replay, self.meter,
-                                                      "counterfactual", self.success_before)
-        original = self.trajectory.steps[diagnosis.step].content
-        attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint),
-                          edit=edit_size(original, diagnosis.fix, self.task, self.run_program),
-                          beside=[r for r, _ in beside])
-        attempt.repeated = (row.success_after is False and result is not None
-                            and same_text(result.final_answer or "", self.trajectory.final_answer or ""))
-        if row.success_after is False:
-            attempt.said = replay_said(result, verdict)
-        if row.success_after is True and self.task is not None and self.verify is not None and not joint:
-            attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify, self.run_program)
-        if attempt.flipped:
-            ready = self.controls_by_step.pop(diagnosis.step, []) if not joint else []
-            attempt.check = check_flip(
-                self.trajectory, intervention, lambda r, v: r.success_after, self.replay, self.meter, "counterfactual",
-                controls=self.controls, repeats=self.repeats, success_before=self.success_before,
-                deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step),
-                ready_controls=ready)
+        """Replay `diagnosis`'s fix (`FixTrial.attempt`) and keep it; the earliest success is the best."""
+        attempt, result = self.trial.attempt(diagnosis, joint, early_control)
         self.attempts.append(attempt)
         if attempt.success and (self.best is None or diagnosis.step < self.best.diagnosis.step):
             self.best, self.fixed_run = attempt, result
         return attempt
-
-    def needs_control(self, step: int) -> bool:
-        """Whether a flip at `step` would need a control replayed that has not been run yet."""
-        proven = self.deterministic is not None and self.deterministic(step) is not None
-        return self.controls > 0 and not proven and not self.controls_by_step.get(step)
-
-    @contextmanager
-    def _beside(self, step: int | None) -> Iterator[list[tuple[Replay, Verdict | None]]]:
-        """Replay the control of `step` in another thread while the block runs (None: nothing), and keep it
-        for that step's flip check (`controls_by_step`); the block gets the list its row lands in. The two
-        replays share the engines' slots."""
-        done: list[tuple[Replay, Verdict | None]] = []
-        if step is None:
-            yield done
-            return
-
-        def control() -> None:
-            row, _result, verdict = control_of(self.trajectory, step, self.replay, self.meter, "counterfactual",
-                                               self.success_before)
-            done.append((row, verdict))
-
-        thread = threading.Thread(target=control, name=f"control-step-{step}", daemon=True)
-        thread.start()
-        try:
-            yield done
-        finally:
-            thread.join()
-            self.controls_by_step.setdefault(step, []).extend(done)
 
     # -------------------------------------------------------------- phases
 
@@ -679,23 +175,15 @@ class _Search:
             if stop:
                 self.notes.append(f"ranked search stopped: {stop}")
                 return
-            diagnosis, why = self.ask_ranked()
+            diagnosis, why = self.propose.ask_ranked(self.failed(), self.tested())
             if diagnosis is None:
                 self.notes.append(f"ranked search stopped: {why}")
                 return
             if isinstance(diagnosis, NoAgentError):
-                self.no_agent_error = self.confirm(diagnosis)
+                self.no_agent_error = self.propose.confirm(diagnosis)
                 return
             if self.attempt(diagnosis, early_control=True).success:
                 return
-
-    def confirm(self, finding: NoAgentError) -> NoAgentError:
-        """Ask the task's verifier whether the step the analyzer names does state a right answer."""
-        if self.task is None or self.verify is None:
-            return finding
-        t = self.trajectory
-        text = t.final_answer or "" if finding.answer_step is None else t.steps[finding.answer_step].content
-        return finding.model_copy(update={"confirmed": right_answer_in(self.task, text, self.verify, last_number=True)})
 
     def by_prior(self, prior: Sequence[int]) -> None:
         """The ranked phase with a prior: ask about the prior's agent steps in its order (the analyzer may judge
@@ -707,7 +195,7 @@ class _Search:
             if stop:
                 self.notes.append(f"prior search stopped before step {index}: {stop}")
                 return
-            diagnosis, why = self.ask_at(self.trajectory.steps[index], require_fix=False, source="prior")
+            diagnosis, why = self.propose.ask_at(self.trajectory.steps[index], self.failed(), self.tested(), require_fix=False, source="prior")
             if diagnosis is None:
                 self.notes.append(f"step {index}: no correction tried ({why})")
             elif diagnosis.declined:
@@ -727,7 +215,7 @@ class _Search:
             if stop:
                 self.notes.append(f"{source} scan stopped before step {step.index}: {stop}")
                 return
-            diagnosis, why = self.ask_at(step, require_fix=require_fix, source=source)
+            diagnosis, why = self.propose.ask_at(step, self.failed(), self.tested(), require_fix=require_fix, source=source)
             if diagnosis is None:
                 self.notes.append(f"step {step.index}: no correction tried ({why})")
                 continue
@@ -782,7 +270,7 @@ class _Search:
 
     def result(self, search: SearchName) -> CounterfactualResult:
         t = self.trajectory
-        spare = [row for rows in self.controls_by_step.values() for row, _ in rows]
+        spare = [row for rows in self.trial.controls_by_step.values() for row, _ in rows]
         replays = list({r.id: r for a in self.attempts for r in a.rows()}.values())  # in order, each once
         leaks = answer_leaks(self.asked)
         evidence_notes = [

@@ -31,11 +31,8 @@ import math
 import random
 from typing import Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from rootstep.benchmarks import final_answer_span
-from rootstep.benchmarks import RunProgram, Verify, code_key, is_suspect, planted_answer
-from rootstep.prompts import render, render_steps
+from pydantic import BaseModel, Field
+from rootstep.benchmarks import RunProgram, Verify, code_key, final_answer_span, is_suspect, planted_answer
 from rootstep.model import (
     Annotation,
     Edit,
@@ -49,42 +46,28 @@ from rootstep.model import (
     Usage,
     Verdict,
 )
+from rootstep.prompts import render, render_steps
 
-from ._attempt import (
-    Asked, ChatLike, Deterministic, FlipCheck, ReplayFn, answer_leaks, answer_step, as_index, ask_valid, check_flip, edit_size,
-    json_object, model_name, not_the_step_itself, same_work, try_intervention, unfounded_description, work_key,
-    with_transcript,
-)
 from ._budget import Budget, Meter
-from ._counterfactual import TaskContext
-from ._perturbations import Perturbation, programmatic_perturbations
+from ._perturbations import programmatic_perturbations
+from ._propose import (
+    Asked,
+    ChatLike,
+    Corruption,
+    TaskContext,
+    answer_leaks,
+    answer_step,
+    ask_valid,
+    model_name,
+    validate_corruption,
+    validate_corruption_at,
+    with_transcript,
+    work_key,
+)
+from ._trial import Deterministic, FlipCheck, ReplayFn, check_flip, edit_size, try_intervention, unfounded_description
 
 InjectionMode = Literal["auto", "team_aware", "persistent", "one_shot"]
 ReplayMode = Literal["one_step", "persistent"]
-
-
-class Corruption(BaseModel):
-    """One candidate corruption of one agent step."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int
-    agent: str
-    content: str
-    tool_calls: list[dict[str, Any]] | None = None
-    description: str
-    source: Literal["perturber", "programmatic"]
-    name: str | None = None
-    """The programmatic perturbation's name."""
-    instruction: str | None = None
-    """The standing instruction that makes the agent keep the mistake (persistent replays)."""
-    unnoticed: str | None = None
-    """The perturber's reason why the team's checks will not catch it (team-aware proposals)."""
-
-    @classmethod
-    def of(cls, p: Perturbation) -> "Corruption":
-        return cls(step=p.step, agent=p.agent, content=p.content, tool_calls=p.tool_calls,
-                   description=p.description, source="programmatic", name=p.name)
 
 
 class InjectionAttempt(BaseModel):
@@ -144,80 +127,6 @@ class InjectionResult(BaseModel):
 
 
 # ------------------------------------------------------------------------------------ validation
-
-
-def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, str]],
-                       need_instruction: bool, planted: Any = None) -> tuple[dict[str, Any] | None, str | None]:
-    content = data.get("corrupted_content")
-    tool_calls = data.get("tool_calls")
-    if tool_calls is not None and not (isinstance(tool_calls, list)
-                                       and all(isinstance(t, dict) and t.get("name") for t in tool_calls)):
-        return None, "tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
-    if not isinstance(content, str) or (not content.strip() and tool_calls is None):
-        return None, "corrupted_content must be the non-empty corrupted text of the step"
-    not_itself = not_the_step_itself(content, step.agent, "corrupted_content") if content.strip() else None
-    if not_itself is not None:
-        return None, not_itself
-    if same_work(content, step.content) and tool_calls is None:
-        return None, (f"corrupted_content is what step {step.index} already says (the same code and text, comments, "
-                      "layout and code fences aside); the corruption must change what the step does")
-    if (step.index, work_key(content)) in tried:
-        return None, f"this exact corruption of step {step.index} was already tried and the run still succeeded"
-    why = planted(step, content) if planted is not None and content.strip() else None
-    if why is not None:
-        return None, f"answer_leak: {why}"
-    description = str(data.get("description") or "").strip()
-    if not description:
-        return None, "description must say what specific corruption was made"
-    instruction = str(data.get("instruction") or "").strip() or None
-    if need_instruction and instruction is None:
-        return None, ("instruction is missing: give the standing instruction that makes the agent keep this mistake "
-                      "in its later messages")
-    return {"step": step.index, "agent": step.agent, "content": content, "description": description,
-            "instruction": instruction, "unnoticed": str(data.get("unnoticed") or "").strip() or None,
-            "tool_calls": tool_calls}, None
-
-
-def validate_corruption(trajectory: Trajectory, answer: str, tried: set[tuple[int, str]],
-                        planted: Any = None) -> tuple[Corruption | None, str | None]:
-    """Parse and check a one-shot perturber answer: a JSON object whose `step` is an existing agent step and
-    whose `corrupted_content` is non-empty, differs from the step and was not tried already."""
-    data, problem = json_object(answer)
-    if data is None:
-        return None, problem
-    for key in ("step", "corrupted_content", "description"):
-        if key not in data:
-            return None, f"the JSON object has no {key!r} key"
-    index = as_index(data["step"])
-    n = len(trajectory.steps)
-    if index is None:
-        return None, f"step must be an integer step number, got {data['step']!r}"
-    if not 0 <= index < n:
-        return None, f"step {index} does not exist: the run has steps 0..{n - 1}"
-    step = trajectory.steps[index]
-    if step.kind != "agent":
-        agent_steps = [s.index for s in trajectory.steps if s.kind == "agent"]
-        return None, f"step {index} is a {step.kind} step, not an agent step; only agent steps can be corrupted (agent steps: {agent_steps})"
-    fields, problem = _corruption_fields(data, step, tried, need_instruction=False, planted=planted)
-    if fields is None:
-        return None, problem
-    return Corruption(source="perturber", **fields), None
-
-
-def validate_corruption_at(step: Step, answer: str, tried: set[tuple[int, str]], need_instruction: bool,
-                           planted: Any = None) -> tuple[Corruption | None | Literal[False], str | None]:
-    """Parse and check a team-aware perturber answer about `step`: a corruption (with its standing
-    `instruction` when the mode may persist it), or `False` when the perturber says the step cannot carry
-    a mistake that survives the team's checks (`{"possible": false, "reason": ...}`)."""
-    data, problem = json_object(answer)
-    if data is None:
-        return None, problem
-    if data.get("possible") is False:
-        return False, None
-    fields, problem = _corruption_fields(data, step, tried, need_instruction, planted)
-    if fields is None:
-        return None, problem
-    return Corruption(source="perturber", **fields), None
 
 
 # ------------------------------------------------------------------------------------ injection points

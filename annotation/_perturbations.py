@@ -26,7 +26,6 @@ import re
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
-
 from rootstep.model import Registry, Step, Trajectory
 
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)

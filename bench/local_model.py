@@ -318,7 +318,7 @@ def _synthetic_failure() -> Any:
 
 def analyzer_prompts(warehouse: str, compact: bool) -> list[str]:
     """The analyzer's first prompt for each failed run of `warehouse` (a synthetic one when it has none)."""
-    from rootstep.annotation._attempt import verdict_feedback
+    from rootstep.annotation._propose import verdict_feedback
     from rootstep.prompts import render, render_steps
 
     runs = []

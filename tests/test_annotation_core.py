@@ -720,7 +720,7 @@ def test_adapter_replay_reads_the_gateway_counts_and_flags_a_changed_prefix():
 def test_adapter_replay_retries_an_infrastructure_failure_once_then_reports_it():
     from rootstep.adapters.base import AdapterError
     from rootstep.flows import adapter_replay
-    from rootstep.annotation._attempt import try_intervention
+    from rootstep.annotation._trial import try_intervention
     from rootstep.annotation._budget import Meter
 
     ledger = Ledger({3})

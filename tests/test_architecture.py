@@ -245,3 +245,35 @@ def test_a_plugin_written_before_the_move_still_finds_the_types(recwarn):
              for line, module, names in _imports(stage, path)
              if module in ("rootstep.warehouse", "rootstep") and set(names) & moved]
     assert found == []
+
+
+def test_following_a_run_through_the_counterfactual_search_keeps_each_phase_together(tmp_path):
+    """The search reads in phases: a reader following the trajectory from `find_decisive_step` meets the
+    proposing code in `_propose`, the replaying code in `_trial`, and comes back to the search between them
+    (`tests/_trajectory_walk.py`). Before the split (one `_attempt` file of six jobs, the search's own
+    asking and replaying methods in `_counterfactual`) the walk made 29 stays and 24 returns; it makes 21
+    and 15 now, and the annotation core's phases do not leak into each other's files."""
+    from tests._trajectory_walk import stays_and_returns, walk
+
+    order = walk()
+    stays, returns = stays_and_returns(order)
+    assert (stays, returns) <= (21, 15), order
+    where = {name: path for path, name in order}
+    assert where["FixProposer.ask_at"] == where["ask_valid"] == where["retake_step"] == "annotation/_propose.py"
+    assert where["FixTrial.attempt"] == where["check_flip"] == where["edit_size"] == "annotation/_trial.py"
+    assert all(path == "annotation/_counterfactual.py" for path, name in order if name.startswith("_Search."))
+
+    # the walker itself: a function handed the trajectory, a method of an object built with it, a return
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .a import start\n")
+    (tmp_path / "pkg" / "a.py").write_text(
+        "from .b import Helper, helper\n"
+        "def start(trajectory):\n    h = Helper(trajectory)\n    h.go()\n    return late(trajectory)\n"
+        "def late(trajectory):\n    return helper(trajectory)\n")
+    (tmp_path / "pkg" / "b.py").write_text(
+        "class Helper:\n    def __init__(self, trajectory):\n        self.trajectory = trajectory\n"
+        "    def go(self):\n        return helper(self.trajectory)\n"
+        "def helper(trajectory):\n    return trajectory\n")
+    tiny = walk(tmp_path, ("rootstep.pkg", "start"))  # a folder under the root is a stage: rootstep.<folder>
+    assert [name for _path, name in tiny] == ["start", "Helper.__init__", "Helper.go", "helper", "late"]
+    assert stays_and_returns(tiny) == (3, 1)

@@ -19,7 +19,7 @@ from rootstep.gateway import register_script
 from rootstep.benchmarks import verify
 from rootstep.benchmarks._suspect import answer_leak, gives_answer, planted_answer, same_answer
 from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step, inject_fault
-from rootstep.annotation._attempt import edit_size, edit_summary, proven_identical, unfounded_description
+from rootstep.annotation._trial import edit_size, edit_summary, proven_identical, unfounded_description
 from rootstep.annotation import band, effect, probability_greater, wilson
 from rootstep.gateway import Chat
 from rootstep.model import Intervention, LLMCall, Recording, Step, Task, Trajectory, Usage, Verdict
@@ -667,7 +667,7 @@ def test_the_same_answer_guard_reads_what_the_fix_program_prints_not_its_prose()
 
 
 def test_a_module_the_sandbox_lacks_is_shown_to_the_analyzer_as_an_environment_limit():
-    from rootstep.annotation._attempt import environment_limits
+    from rootstep.annotation._propose import environment_limits
 
     # AG2's executor step for a coder's `import scipy`: autogen 0.14's LocalCommandLineCodeExecutor run in the
     # fw-ag2 image (its output, verbatim) in the UserProxyAgent's reply format, as stored runs show it

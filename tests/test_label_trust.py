@@ -17,7 +17,7 @@ import pytest
 from rootstep.gateway import register_script
 from rootstep.benchmarks import load_tasks, mark_suspect, verify
 from rootstep.annotation import Budget, ReplayOutcome, TaskContext, find_decisive_step, inject_fault, programmatic_perturbations
-from rootstep.annotation._attempt import Asked, ask_valid, rewrite_budget
+from rootstep.annotation._propose import Asked, ask_valid, rewrite_budget
 from rootstep.annotation._budget import Meter
 from rootstep.annotation._injection import cannot_flip, injection_points
 from rootstep.annotation._perturbations import change_constant, flip_operator
@@ -440,7 +440,7 @@ def test_a_corruption_may_restate_the_steps_tool_calls():
 
 
 def test_a_fix_may_be_only_new_tool_calls():
-    from rootstep.annotation._counterfactual import validate_diagnosis as parse_diagnosis
+    from rootstep.annotation._propose import validate_diagnosis as parse_diagnosis
 
     run = _checker_run()
     answer = json.dumps({"mistake_step": 2, "mistake_agent": "checker", "reason": "wrong expression",
@@ -505,7 +505,7 @@ def _coder_run() -> Trajectory:
 
 @pytest.mark.parametrize("fix", QWEN_1_5B_DESCRIBED)
 def test_a_fix_that_describes_a_change_is_re_asked_not_replayed(fix):
-    from rootstep.annotation._counterfactual import validate_diagnosis
+    from rootstep.annotation._propose import validate_diagnosis
 
     run = _coder_run()
     step = 3 if fix.startswith("No changes") else 1
@@ -524,7 +524,7 @@ def test_a_fix_that_describes_a_change_is_re_asked_not_replayed(fix):
 def test_a_fix_that_names_the_agents_own_work_in_the_third_person_is_a_description():
     """The 1.5B's fixes of AG2 critic steps 3 and 6 on MATH-500 1408 (slice of 2026-11-28, seed 5) were replayed as
     the critic's message; said of another agent's work, or without a possessive, the words stay a message."""
-    from rootstep.annotation._counterfactual import validate_diagnosis
+    from rootstep.annotation._propose import validate_diagnosis
 
     run = _coder_run()
     said = "The critic's code output should be the solution to the equation, which is a complex number."
@@ -539,7 +539,7 @@ def test_a_fix_that_names_the_agents_own_work_in_the_third_person_is_a_descripti
 
 
 def test_a_corruption_that_is_the_prompts_placeholder_is_re_asked():
-    from rootstep.annotation._injection import validate_corruption_at
+    from rootstep.annotation._propose import validate_corruption_at
 
     run = _coder_run()
     answer = json.dumps({"corrupted_content": QWEN_1_5B_PLACEHOLDER, "description": "changed the check",
@@ -610,7 +610,7 @@ def test_a_described_fix_is_written_into_the_step_in_plain_text_and_replayed():
 
 
 def test_a_rewrite_that_is_still_a_description_or_unchanged_is_refused():
-    from rootstep.annotation._attempt import rewrite_step
+    from rootstep.annotation._propose import rewrite_step
 
     _, run = _real_ag2_run("ag2_gsm8k_test-474")
     step = run.steps[1]
@@ -714,7 +714,7 @@ RETAKE_1101_CODE = "Sure! Here's a simple Python code block to solve the problem
 
 
 def test_a_retake_keeps_the_code_block_the_agents_instructions_ask_for():
-    from rootstep.annotation._attempt import asks_for_code, retake_step
+    from rootstep.annotation._propose import asks_for_code, retake_step
 
     task, run = _real_ag2_run("ag2_gsm8k_test-474")
     assert asks_for_code(CODER_474_REQUEST)
@@ -737,7 +737,7 @@ def test_a_retake_keeps_the_code_block_the_agents_instructions_ask_for():
 
 
 def test_a_fix_given_as_a_code_object_is_that_code():
-    from rootstep.annotation._counterfactual import validate_diagnosis
+    from rootstep.annotation._propose import validate_diagnosis
 
     task, run = _real_ag2_run("ag2_gsm8k_test-474")
     diagnosis, problem = validate_diagnosis(run, FIX_474_CODE_OBJECT, expect_step=4)
@@ -754,7 +754,7 @@ def test_what_a_failed_replay_ended_with_keeps_its_lines():
     answer with its code flattened onto one line ('```python # Step 1: ... from decimal import Decimal fraction =
     ...') and copied it into its next fixes of steps 3, 4, 6 and 10: programs that were one comment and printed
     nothing. The answer's lines and indentation are kept (escaped, as the fix beside it is)."""
-    from rootstep.annotation._attempt import replay_said
+    from rootstep.annotation._trial import replay_said
 
     final = ("```python\n# Step 1: Convert the fraction to a decimal\nfrom decimal import Decimal\n\n"
              "for d in str(Decimal(137) / Decimal(500)):\n    if d != '0':\n        last = d\nprint(last)\n```")

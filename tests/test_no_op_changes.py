@@ -12,9 +12,9 @@ import json
 from typing import Any
 
 from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step
-from rootstep.annotation._attempt import same_work, work_form, work_key
-from rootstep.annotation._counterfactual import check_fix
-from rootstep.annotation._injection import validate_corruption_at
+from rootstep.annotation._propose import same_work, work_form, work_key
+from rootstep.annotation._propose import check_fix
+from rootstep.annotation._propose import validate_corruption_at
 from rootstep.gateway import register_script
 from rootstep.gateway import Chat
 from rootstep.model import Intervention, Step, Trajectory, Usage, Verdict

@@ -1,0 +1,1035 @@
+"""Proposing: what an annotation search asks an LLM for, and how the answer becomes a fix or a corruption.
+
+The first of the three phases of a search (propose, try: `_trial`, search: `_counterfactual`,
+`_injection`). Asking with the re-ask protocol (`ask_valid`: an invalid answer is asked again with its
+problem stated), the checks of a proposed step text (not the step itself, not a description of the change,
+not the same work), the writing of a described change (`retake_step` in the agent's seat, `rewrite_step`),
+and the two kinds of proposal: the analyzer's diagnosis of a failed run and its fix (`validate_diagnosis`,
+`FixProposer`), and the perturber's corruption of a successful one (`validate_corruption`). Everything is
+metered against the search's `Budget`; nothing here replays a run.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import io
+import json
+import re
+import textwrap
+import tokenize
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Literal, NamedTuple, Protocol, Sequence, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+from rootstep.benchmarks import (
+    RunProgram,
+    Verify,
+    answer_leak,
+    answer_spans,
+    code_blocks,
+    defines,
+    extract_code,
+    is_suspect,
+    printed_output,
+    program_output,
+    right_answer_in,
+    verify_quietly,
+)
+from rootstep.model import Annotation, Asked, Step, Task, Trajectory, Usage, Verdict, match_agent
+from rootstep.prompts import render, render_steps
+
+from ._budget import Meter
+from ._perturbations import Perturbation
+
+T = TypeVar("T")
+StepRequest = Callable[[Step], "list[dict[str, Any]] | None"]
+"""`step -> the message list of the recorded request that produced it`, or None (no recording, or tools)."""
+
+
+# ------------------------------------------------------------------------------------ asking
+
+
+class ChatLike(Protocol):
+    """`gateway.Chat` or anything called with one prompt that returns the answer text.
+
+    When it has `usage` (a `Usage` that adds up its calls) and `model`, tokens, cost and the annotator's
+    name are taken from them. Give each concurrent search its own instance: usage
+    is read as a before/after difference.
+    """
+
+    def __call__(self, prompt: str) -> str: ...
+    """A list of messages (`retake_step`) is sent as the whole conversation."""
+
+
+def with_transcript(annotation: Annotation, asked: Sequence[Asked], chat: Any) -> Annotation:
+    """The annotation with the search's analyzer / perturber calls as evidence (`Evidence.transcript`), and
+    the gateway run that journaled them when the chat went through one (`chat.gateway_run_id`)."""
+    return annotation.model_copy(update={"evidence": annotation.evidence.model_copy(update={
+        "transcript": list(asked), "transcript_run_id": getattr(chat, "gateway_run_id", None)})})
+
+
+def model_name(chat: Any, default: str) -> str:
+    return str(getattr(chat, "model", None) or default)
+
+
+def call_llm(chat: ChatLike, prompt: "str | list[dict[str, Any]]", meter: Meter) -> str:
+    """One metered call: counts the call, its tokens and cost (what `chat.usage` grew by, when it has one)."""
+    before = getattr(chat, "usage", None)
+    before = before.model_copy() if isinstance(before, Usage) else None
+    try:
+        answer = chat(prompt)
+    finally:
+        after = getattr(chat, "usage", None)
+        spent = Usage(llm_calls=1)
+        if before is not None and isinstance(after, Usage):
+            spent = Usage(llm_calls=1, prompt_tokens=after.prompt_tokens - before.prompt_tokens,
+                          completion_tokens=after.completion_tokens - before.completion_tokens, usd=after.usd - before.usd)
+        meter.asked += spent
+    return answer or ""
+
+
+MAX_ANSWER_TOKENS = 16_384
+"""The most room an analyzer / perturber answer is given when a cut answer is re-asked."""
+
+
+def rewrite_budget(trajectory: Trajectory, floor: int = 1024, cap: int = 8192) -> int:
+    """`max_tokens` for an answer that rewrites one step of `trajectory` (a fix or a corruption as JSON):
+    room for the longest agent step twice over (JSON escaping, the reason) plus 512, between `floor` and
+    `cap`. About 3.5 characters make a token in code and English."""
+    longest = max((len(s.content) for s in trajectory.steps if s.kind == "agent"), default=0)
+    return max(floor, min(cap, int(2 * longest / 3.5) + 512))
+
+
+def _cut(chat: ChatLike) -> bool:
+    """The last answer stopped at `max_tokens` (`finish_reason == "length"`)."""
+    return getattr(chat, "finish_reason", None) == "length"
+
+
+def _grow(chat: ChatLike) -> int | None:
+    """Double the chat's `max_tokens` (up to `MAX_ANSWER_TOKENS`); the new value, or None when it cannot grow."""
+    current = getattr(chat, "max_tokens", None)
+    if not isinstance(current, int) or current >= MAX_ANSWER_TOKENS:
+        return None
+    chat.max_tokens = min(MAX_ANSWER_TOKENS, current * 2)  # type: ignore[attr-defined]
+    return chat.max_tokens  # type: ignore[attr-defined]
+
+
+REASK_TEMPERATURE = 0.7
+"""The temperature of a re-ask when the first answer was greedy: a greedy model asked again mostly writes the
+same rejected answer (seen with local/qwen2.5-coder-1.5b: the same already-tested fix of step 1, refused twice)."""
+
+
+@contextmanager
+def _temperature_given_back(chat: ChatLike) -> Iterator[None]:
+    """The chat's temperature as it was before the block (its re-asks may have sampled: `_sample_reasks`)."""
+    temperature = getattr(chat, "temperature", None)
+    try:
+        yield
+    finally:
+        if temperature is not None and getattr(chat, "temperature", None) != temperature:
+            chat.temperature = temperature  # type: ignore[attr-defined]
+
+
+def _sample_reasks(chat: ChatLike) -> None:
+    """Re-asks of a greedy chat (`temperature == 0`) are sampled at `REASK_TEMPERATURE`; the caller's
+    chat keeps it for the rest of this proposal's re-asks only when it has a settable `temperature`."""
+    if getattr(chat, "temperature", None) == 0:
+        try:
+            chat.temperature = REASK_TEMPERATURE  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+
+
+def ask_valid(
+    chat: ChatLike,
+    render_prompt: Callable[[str | None, str | None], str],
+    validate: Callable[[str], "tuple[T | None, str | None]"],
+    meter: Meter,
+    log: list[Asked],
+    prompt_name: str,
+    *,
+    grow: bool = True,
+) -> tuple[T | None, str | None]:
+    """Ask until `validate` accepts the answer, at most `max_reasks` re-asks, each stating the problem (and,
+    for a greedy chat, sampled at `REASK_TEMPERATURE`).
+
+    `render_prompt(previous_answer, problem)` builds the prompt (both None the first time).
+    `validate(answer)` returns `(value, None)` or `(None, problem)`. An answer cut at the token limit
+    (`finish_reason == "length"`) is never parsed: the same prompt is asked again with twice the room
+    (`max_tokens` doubled, up to `MAX_ANSWER_TOKENS`; these re-asks count as LLM calls but not against
+    `max_reasks`; with `grow=False` a cut answer ends the proposal instead: an answer that rewrites one step
+    and runs past the room sized to that step is rambling, not a longer step). Returns `(value, None)`, or
+    `(None, why)` when the answers stayed invalid, the call failed, or the budget ran out.
+    """
+    with _temperature_given_back(chat):
+        previous: str | None = None
+        problem: str | None = None
+        reasks = 0
+        while reasks <= meter.budget.max_reasks:
+            stop = meter.cannot_ask(f"a call of {prompt_name}")
+            if stop:
+                return None, stop
+            try:
+                answer = call_llm(chat, render_prompt(previous, problem), meter)
+            except Exception as exc:  # a provider failure ends this proposal, not the search
+                log.append(Asked(prompt_name=prompt_name, answer="", problem=f"call failed: {type(exc).__name__}: {exc}"))
+                return None, f"{prompt_name}: call failed: {type(exc).__name__}: {str(exc)[:300]}"
+            call_id = getattr(chat, "last_call_id", None)
+            if _cut(chat):
+                limit = getattr(chat, "max_tokens", "?")
+                grown = _grow(chat) if grow else None
+                cut = f"cut at max_tokens={limit} (finish_reason=length)"
+                log.append(Asked(prompt_name=prompt_name, answer=answer, call_id=call_id,
+                                 problem=cut + (f"; asked again with max_tokens={grown}" if grown else "")))
+                if grown is None:
+                    return None, f"{prompt_name}: the answer was {cut} and cannot be given more room"
+                continue
+            reasks += 1
+            value, problem = validate(answer)
+            log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem, call_id=call_id))
+            if problem is None:
+                return value, None
+            previous = answer
+            _sample_reasks(chat)
+        return None, f"{prompt_name}: no valid answer after {meter.budget.max_reasks} re-ask(s); last problem: {problem}"
+
+
+def json_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The first JSON object in an answer (fenced or bare), or why there is none.
+
+    Models wrap JSON in ```json fences, prose, or `<think>` blocks; the first `{` that starts a valid
+    object wins. An answer with no such object is a problem, never guessed at.
+    """
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value, None
+    return None, "no JSON object could be parsed from your answer; reply with one JSON object only"
+
+
+def as_index(value: Any) -> int | None:
+    """An integer step index from 3, "3", "step 3", 3.0; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(?:step\s*)?#?\s*(-?\d+)\s*", value, re.I)
+        return int(m.group(1)) if m else None
+    return None
+
+
+def answer_step(trajectory: Trajectory, answer_agents: Sequence[str] = ()) -> Step | None:
+    """The agent step that gives the run's final answer: the last agent step of one of `answer_agents`
+    (the framework's, `Adapter.answer_agents`: AG2's coder, AFlow's sc_ensemble, ...) when given; else
+    the last agent step whose content holds the final answer, else the last agent step."""
+    agent_steps = [s for s in trajectory.steps if s.kind == "agent"]
+    if answer_agents:
+        theirs = [s for s in agent_steps if s.agent in answer_agents]
+        if theirs:
+            return theirs[-1]
+    final = (trajectory.final_answer or "").strip()
+    if final:
+        for s in reversed(agent_steps):
+            if s.content.strip() and (final in s.content or s.content.strip() in final):
+                return s
+    return agent_steps[-1] if agent_steps else None
+
+
+def same_text(a: str, b: str) -> bool:
+    """Equal once whitespace is normalised: such a 'change' would replay the run unchanged."""
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+class WorkForm(NamedTuple):
+    """What a step's text does, read for a no-op change (`same_work`): its prose (whitespace normalised), each
+    Python program in it as `ast.unparse` gives it back (comments and layout gone) and the comments apart."""
+    prose: str
+    code: tuple[str, ...]
+    comments: frozenset[str]
+
+
+def _program(code: str) -> tuple[str, frozenset[str]] | None:
+    source = textwrap.dedent(code)
+    try:
+        canonical = ast.unparse(ast.parse(source))
+        comments = frozenset(" ".join(t.string.lstrip("#").split())
+                             for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT)
+    except (SyntaxError, ValueError, tokenize.TokenError, RecursionError):
+        return None
+    return canonical, comments
+
+
+def work_form(text: str) -> WorkForm:
+    """`text` as a `WorkForm`: its fenced Python blocks (or the whole text, unfenced, when it parses) as programs,
+    the rest as prose. A block that does not parse stays prose."""
+    blocks = code_blocks(text)
+    if not blocks:
+        program = _program(text) if text.strip() else None
+        if program is None:
+            return WorkForm(" ".join(text.split()), (), frozenset())
+        return WorkForm("", (program[0],), program[1])
+    prose, code, comments, end = [], [], set(), 0
+    for block in blocks:
+        prose.append(text[end:block.start])
+        end = block.end
+        program = _program(block.code) if block.python else None
+        if program is None:
+            prose.append(text[block.start:block.end])
+        else:
+            code.append(program[0])
+            comments |= program[1]
+    prose.append(text[end:])
+    return WorkForm(" ".join(" ".join(prose).split()), tuple(code), frozenset(comments))
+
+
+def same_work(new: str, old: str) -> bool:
+    """Whether `new` does what `old` does: the same prose and the same programs once comments, layout and code
+    fences are set aside, and no comment that `old` lacks. Such a change replays the run with nothing changed
+    for the team to act on: on the main job of 2026-11-28 the perturber's corruption of MBPP 66 was the coder's
+    code without its fence (replayed twice, one-step and persistent, both still passing), and the analyzer's
+    third fix of MBPP 310 was the step's `tuple(s)` without its comment."""
+    if same_text(new, old):
+        return True
+    a, b = work_form(new), work_form(old)
+    return a.prose == b.prose and a.code == b.code and a.comments <= b.comments
+
+
+def work_key(text: str) -> str:
+    """A key equal for texts that do the same work (`work_form`): what an already-tried set is keyed by."""
+    form = work_form(text)
+    return json.dumps([form.prose, list(form.code), sorted(form.comments)])
+
+
+_PLACEHOLDER = re.compile(r"\s*<[^<>\n]{2,200}>\s*")
+_NO_CHANGE = re.compile(r"^\W*no (?:changes?|corrections?|fix(?:es)?)(?: (?:is|are))? (?:needed|necessary|required)\b",
+                        re.IGNORECASE)
+_INSTRUCTION = re.compile(
+    r"^\W*(?:(?:add|change|replace|remove|modify|update|correct|fix|use|include|insert|delete|move|swap)\s+"
+    r"(?:the|a|an|this|that|it|its|step|line|code|value|calculation|variable|formula|function|checks?|tests?"
+    r"|conditions?|handling|validation|logic)\b"
+    r"|the (?:correct(?:ed)?|right|proper) (?:calculation|code|formula|line|computation|expression|function|"
+    r"implementation|value|approach) (?:should|would|must) be\b"
+    # what the work should do instead, said of the work: "The function should return an empty list when ..."
+    # (the 1.5B's whole fix of an AgentPrune programmer's code, slice of 2026-11-27, HumanEval/25)
+    r"|(?:the|this|your) (?:function|code|program|solution|implementation|method|loop)"
+    r" (?:should|must|needs? to|ought to)\b)", re.IGNORECASE)
+_DESCRIBED = re.compile(
+    r"^\W*(?:to (?:correct|fix) (?:this|the (?:mistake|error|step))\b"
+    # "To correctly calculate the distance run by Ahito, we need to add ..." (the 1.5B's whole fix of an AG2 coder
+    # step, main job of 2026-11-28, GSM8K test-1101): what the step should do, said before doing none of it
+    r"|to correctly \w+\b[^.!?\n]{0,120}?,\s*(?:we|you|one|the \w+) (?:need|needs|should|must|have|has) to\b"
+    r"|(?:the |this )?(?P<who>[\w .-]{1,40}?) "
+    r"(?:should|must|needs? to|ought to) (?:have |instead |rather )?\w+)", re.IGNORECASE)
+_POSSESSIVE = re.compile(
+    r"^\W*(?:the |this )?(?P<who>[\w .-]{1,40}?)['\u2019]s\b[^.!?\n]{0,60}?\b(?:should|must|needs? to|ought to)\b",
+    re.IGNORECASE)
+"""The agent's own work named in the third person: "The critic's code output should be the solution to the
+equation" (the 1.5B's fix of an AG2 critic step, slice of 2026-11-28, seed 5), which was replayed as the critic's
+message at steps 3 and 6: an agent does not speak of its own output as the critic's."""
+
+
+def described_change(text: str, agent: str) -> str | None:
+    """The first sentence of `text` when it describes a change to a step by `agent` instead of being the
+    message: in the third person ("The coder should have calculated ...", "To correct this, ...") or as an
+    instruction ("Add the calculation of ...", "Change 900 to 300"); else None."""
+    first = re.split(r"(?<=[.!?:])\s|\n", text.strip(), maxsplit=1)[0]
+    if _INSTRUCTION.match(first):
+        return first
+    match = _DESCRIBED.match(first)
+    if match and (match.group("who") is None or match_agent(match.group("who"), [agent]) is not None
+                  or match.group("who").lower() in ("agent", "the agent")):
+        return first
+    owner = _POSSESSIVE.match(first)
+    if owner and match_agent(owner.group("who"), [agent]) is not None:
+        return first
+    return None
+
+
+def not_the_step_itself(text: str, agent: str, field: str) -> str | None:
+    """Why `text`, offered as the replacement of a step by `agent`, is not a message that agent could have
+    written: the prompt's own placeholder copied back (a 1.5B model answered `"<the full corrupted text of
+    step 7>"`), "No changes needed.", or a description of the change (`described_change`), which the
+    replay would hand to the next agent as the agent's words. None when it reads as the message itself."""
+    if _PLACEHOLDER.fullmatch(text):
+        return f"{field} is the prompt's placeholder {text.strip()!r}, not the text of the step; write the step itself"
+    if _NO_CHANGE.match(text):
+        return (f"{field} says no change is needed ({text.strip()[:60]!r}): a replacement must change the step; when "
+                "the step is correct, say so in the form the prompt gives, or name another step")
+    first = described_change(text, agent)
+    if first is not None:
+        return (f"{field} describes a change ({first[:80]!r}) instead of being the message: write the corrected step "
+                f"itself, in {agent}'s own words and format, as the replay will hand it to the next agent")
+    return None
+
+
+def step_room(step: Step, floor: int = 256) -> int:
+    """`max_tokens` for an answer that is one step written again (a retake, a rewrite): twice the step's own
+    length (about 3.5 characters a token) plus 128, at least `floor`. A 1.5B model retaking a coder's step
+    once wrote 1,240 tokens of LaTeX where the coder had written 60 of code (259 s on 2 cores), was cut, and
+    was asked again with twice the room."""
+    return max(floor, int(2 * len(step.content) / 3.5) + 128)
+
+
+@contextmanager
+def room(chat: ChatLike, tokens: int) -> Iterator[None]:
+    """The chat's `max_tokens` at most `tokens` for the block (given back after)."""
+    current = getattr(chat, "max_tokens", None)
+    if not isinstance(current, int) or current <= tokens:
+        yield
+        return
+    chat.max_tokens = tokens  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        chat.max_tokens = current  # type: ignore[attr-defined]
+
+
+def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, meter: Meter,
+                log: list[Asked], check: Callable[[str], str | None] | None = None) -> tuple[str | None, str | None]:
+    """Step `step` taken again by `chat` in the agent's seat: the request the agent received at that step, as
+    recorded (its system prompt and the conversation so far), answered by the analyzer's model in plain text.
+    Where the analyzer found a mistake at the step but could not write the corrected message (it described
+    the change, or its rewrite left the message unchanged), the stronger model doing the agent's own work is
+    the correction; the reference answer is never in the request. A retake equal to the step is re-asked
+    (sampled). `check` (the caller's `check_fix`) is asked of every answer: a retake it refuses is re-asked once
+    with the problem stated, as an agent is told its code failed (`wrong_code: ... got ..., expected ...`) or its
+    answer is wrong; what the re-ask does not fix is refused (a retake that hands over the answer at a step that
+    gave none stays an `answer_leak`). On the main job of 2026-11-28 (MBPP 310) the 1.5B's retake returned the
+    coder's `tuple(s)`, which keeps the space the tests drop; it was refused unseen by the model, and the step
+    stayed open with no replay.
+
+    A retake is asked for the form the agent's instructions ask for: when its system prompt asks for a Python
+    code block (`asks_for_code`) and the retake has none, it is re-asked once for it. The main job of 2026-11-28
+    (GSM8K test-474): the 1.5B in the AG2 coder's seat worked out the right 80 in prose; the executor found no
+    code block, the critic wrote code printing another quantity (20), and the replay failed: a correction the
+    team could not run. Prose is not refused: when the re-ask brings no code either, the first prose answer is
+    taken (on test-120, 2026-11-25, a prose retake flipped the run), not the re-ask's, which the 1.5B made an
+    echo of the complaint on test-1101 ("Please provide the correct answer so that I can assist you with a code
+    block") and a restatement of the question on test-474."""
+    code_form = asks_for_code(messages)
+    prose: list[str] = []  # the first answer that passed every check but had no code block
+
+    def render(previous: str | None, problem: str | None) -> list[dict[str, Any]]:
+        if problem is None:
+            return list(messages)
+        return [*messages, {"role": "assistant", "content": previous or ""},
+                {"role": "user", "content": f"{problem}. Answer the request above again."}]
+
+    def validate(answer: str) -> tuple[str | None, str | None]:
+        text = answer.strip()
+        if not text:
+            return None, "the answer is empty"
+        if same_work(text, step.content):
+            return None, "that is the answer already given; take the step in another way"
+        problem = check(text) if check is not None else None
+        if problem is not None:
+            return None, problem
+        if code_form and not code_blocks(text):
+            if not prose:
+                prose.append(text)
+            return None, ("your instructions ask for a Python code block (```python ... ```) and the answer has none; "
+                          "write the message as they ask")
+        return text, None
+
+    with plain_text(chat), room(chat, step_room(step)):
+        text, why = ask_valid(chat, render, validate, meter, log, "retake_step", grow=False)
+    if text is None and prose:
+        return prose[0], None  # asked for its code block and not given it: the agent's work as first written
+    return text, why
+
+
+_ASKS_FOR_CODE = re.compile(r"```python|\bpython code block\b", re.IGNORECASE)
+
+
+def asks_for_code(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether the agent's system prompt in `messages` asks for its work as a Python code block (AG2's coder:
+    "Write a short Python code block (```python ... ```) that computes the answer and prints it")."""
+    return any(m.get("role") == "system" and isinstance(m.get("content"), str) and _ASKS_FOR_CODE.search(m["content"])
+               for m in messages)
+
+
+_PREFACE = re.compile(r"^\s*(?:(?:sure|certainly|okay|ok)\b[^\n]*\n+)?(?:here(?:'s| is)|below is|the (?:corrected|rewritten) "
+                      r"(?:message|step|version))[^\n]{0,80}:\s*\n", re.IGNORECASE)
+
+
+@contextmanager
+def plain_text(chat: ChatLike) -> Iterator[None]:
+    """The chat without its JSON mode (`extra["response_format"]`) for the block: a rewritten step is text."""
+    extra = getattr(chat, "extra", None)
+    mode = extra.pop("response_format", None) if isinstance(extra, dict) else None
+    try:
+        yield
+    finally:
+        if mode is not None:
+            extra["response_format"] = mode  # type: ignore[index]
+
+
+def rewrite_step(chat: ChatLike, step: Step, instruction: str, reason: str, question: str, meter: Meter,
+                 log: list[Asked]) -> tuple[str | None, str | None]:
+    """The step rewritten by `chat` with the described correction made (`rewrite_step.j2`, plain text), or
+    (None, why). Small analyzers mostly say what to change ("The coder should have calculated 300 sheets")
+    rather than write the step, and write code badly inside a JSON string; asked to edit the message itself,
+    they do. The rewrite is held to what a fix is held to: the step's own text, changed."""
+    from rootstep.prompts import render
+
+    def validate(answer: str) -> tuple[str | None, str | None]:
+        text = _PREFACE.sub("", answer, count=1).strip()
+        if text.startswith("<<<") and text.endswith(">>>"):
+            text = text[3:-3].strip()
+        if not text:
+            return None, "the answer is empty; reply with the corrected message"
+        problem = not_the_step_itself(text, step.agent, "the answer")
+        if problem is None and same_work(text, step.content):
+            problem = "the answer is the message unchanged (comments and layout aside); make the correction"
+        return (None, problem) if problem else (text, None)
+
+    with plain_text(chat), room(chat, step_room(step)):
+        return ask_valid(chat, lambda previous, problem: render(
+            "rewrite_step.j2", question=question, step=step, instruction=instruction, reason=reason,
+            previous_answer=previous, problem=problem), validate, meter, log, "rewrite_step.j2", grow=False)
+
+
+
+def verdict_feedback(verdict: Verdict | None, max_chars: int = 3000) -> str:
+    """Omega's verdict as the analyzer reads it: score and details (test output, expected vs got)."""
+    if verdict is None:
+        return "(no verdict)"
+    text = f"success: {verdict.success}; score: {verdict.score:g}"
+    if verdict.details:
+        details = json.dumps(verdict.details, indent=1, sort_keys=True, default=str)
+        text += "\n" + (details if len(details) <= max_chars else details[:max_chars] + " ...")
+    return text
+
+
+_MISSING_MODULE = re.compile(
+    r"(?:ModuleNotFoundError|ImportError): No module named '?(?P<a>[\w.]+)'?"
+    r"|Import of (?P<b>[\w.]+) is not allowed")
+
+
+def environment_limits(trajectory: Trajectory) -> list[str]:
+    """What the run's environment lacked, read from its steps and observations: a module the code imported that
+    the sandbox does not have (`ModuleNotFoundError`), or one the framework does not allow (smolagents'
+    "Import of x is not allowed"), each once, with the first step that hit it. Shown to the analyzer as an
+    environment limit, not an agent's judgement: the run died on the import, not on the agent's reasoning,
+    and a fix of the step that imported it must do without it."""
+    found: dict[str, str] = {}
+    for s in trajectory.steps:
+        for text in (s.content, s.observation or ""):
+            for m in _MISSING_MODULE.finditer(text or ""):
+                module = (m.group("a") or m.group("b") or "").split(".")[0]
+                if module and module not in found:
+                    why = "is not allowed by the framework" if m.group("b") else "is not installed in the sandbox"
+                    found[module] = f"module {module!r} {why} (step {s.index}, {s.agent}: {m.group(0)[:120]})"
+    return list(found.values())
+
+
+def answer_leaks(asked: Sequence[Asked]) -> list[Asked]:
+    """The answers refused for handing over the reference answer (`answer_leak`), among a search's calls."""
+    return [x for x in asked if (x.problem or "").startswith("answer_leak:")]
+
+
+# ------------------------------------------------------------------------------------ a diagnosis
+
+
+class TaskContext(BaseModel):
+    """What the analyzer is told besides the run: the task, its ground truth, environment feedback."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = ""
+    ground_truth: str | None = None
+    feedback: str | None = None
+    """Environment feedback beyond Omega's verdict (test output, tool errors); appended to it."""
+    task: Task | None = None
+    """The benchmark task (its verifier compares a fix's answer with the step's); a collected run's own
+    `recording.task` by default."""
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> "TaskContext":
+        return cls(question=trajectory.question, ground_truth=trajectory.ground_truth,
+                   task=None if trajectory.recording is None else trajectory.recording.task)
+
+
+class Diagnosis(BaseModel):
+    """One analyzer proposal that passed validation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    agent: str
+    reason: str = ""
+    fix: str = ""
+    tool_calls: list[dict[str, Any]] | None = None
+    declined: bool = False
+    """Step-specific prompt only: the analyzer judged the step correct (nothing to replay)."""
+    instruction: str | None = None
+    """The analyzer's description of the change when it described the fix instead of writing it; `fix` is
+    then the step written for it (`written`)."""
+    written: Literal["retake", "rewrite"] | None = None
+    """How a described fix was written: the step taken again by the analyzer's model in the agent's seat
+    (`retake_step`), or the analyzer's description made in the step's message (`rewrite_step`)."""
+    source: Literal["ranked", "earlier", "sequential", "prior", "joint"] = "ranked"
+
+
+class NoAgentError(BaseModel):
+    """The analyzer's finding that no agent erred: the run's answer is right and the check is wrong."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = ""
+    answer_step: int | None = None
+    """The step that gives the right answer (None: the final answer)."""
+    confirmed: str | None = None
+    """Where the task's verifier itself accepts that step's answer (`right_answer_in`), or None."""
+
+
+def _check_step(trajectory: Trajectory, raw_step: Any, raw_agent: Any, expect: int | None) -> tuple[Step | None, str | None]:
+    n = len(trajectory.steps)
+    index = as_index(raw_step)
+    if index is None:
+        return None, f"mistake_step must be an integer step number, got {raw_step!r}"
+    if expect is not None and index != expect:
+        return None, f"you were asked about step {expect}, not step {index}; mistake_step must be {expect}"
+    if not 0 <= index < n:
+        return None, f"step {index} does not exist: the run has steps 0..{n - 1}"
+    step = trajectory.steps[index]
+    if step.kind != "agent":
+        agent_steps = [s.index for s in trajectory.steps if s.kind == "agent"]
+        return None, (
+            f"step {index} is a {step.kind} step (by {step.agent}), not an agent step; only agent steps can be "
+            f"corrected (agent steps: {agent_steps})"
+        )
+    if not isinstance(raw_agent, str) or not raw_agent.strip():
+        return None, f"mistake_agent is missing; step {index} was taken by {step.agent}"
+    if match_agent(raw_agent, [step.agent]) is None:
+        return None, f"step {index} was taken by {step.agent}, not by {raw_agent!r}"
+    return step, None
+
+
+def _fix_text(fix: Any) -> Any:
+    """`suggested_fix` as text when the model wrapped the text in an object of one field: `{"code": "..."}` (the
+    1.5B's fix of AG2 critic and coder steps, main job of 2026-11-28, GSM8K test-474, refused twice as empty) is
+    that code in a Python block; `{"text" | "content" | "message": "..."}` is the text. Anything else is left as
+    it is (and refused as not text)."""
+    if isinstance(fix, dict) and len(fix) == 1:
+        (key, value), = fix.items()
+        if isinstance(value, str) and value.strip():
+            if key == "code":
+                return value if code_blocks(value) else f"```python\n{value.strip()}\n```"
+            if key in ("text", "content", "message"):
+                return value
+    return fix
+
+
+def validate_diagnosis(
+    trajectory: Trajectory,
+    answer: str,
+    *,
+    expect_step: int | None = None,
+    may_decline: bool = False,
+    tested: set[tuple[int, str]] | None = None,
+    fix_problem: Callable[[Step, str], str | None] | None = None,
+    rewrite: bool = False,
+) -> tuple[Diagnosis | NoAgentError | None, str | None]:
+    """Parse and check an analyzer answer; `(Diagnosis, None)` or `(None, the problem to state)`.
+
+    Checks, in order: a JSON object; `no_agent_error: true` (the whole-run diagnosis only, with the
+    `answer_step` that gives the right answer, or null for the final answer) is a `NoAgentError`;
+    (with `may_decline`) `fix_needed: false` is a valid decline;
+    the step is an integer, is `expect_step` when given, exists and is an agent step; the agent is the
+    one who took it (case and punctuation ignored); the fix is non-empty, differs from the step as
+    recorded (an unchanged step would replay the same failure) and was not tested already; with
+    `fix_problem` (the search's checks against the task: `_Search.fix_problem`), whatever problem it names
+    (an `answer_leak:`, a `wrong_answer:`). With `rewrite`, a fix that describes the change
+    (`described_change`) is not a problem: the diagnosis comes back with it as `instruction` and no `fix`,
+    for the caller to have the step rewritten (`rewrite_step`) and checked (`check_fix`).
+    """
+    data, problem = json_object(answer)
+    if data is None:
+        return None, problem
+    if data.get("no_agent_error") is True:
+        if expect_step is not None:
+            return None, "no_agent_error is only allowed in the diagnosis of the whole run; here answer about this step"
+        raw = data.get("answer_step")
+        index = None if raw in (None, "final", "final answer") else as_index(raw)
+        if raw not in (None, "final", "final answer") and (index is None or not 0 <= index < len(trajectory.steps)):
+            return None, (f"answer_step must be the number of the step that gives the right answer (0.."
+                          f"{len(trajectory.steps) - 1}) or null for the final answer, got {raw!r}")
+        return NoAgentError(reason=str(data.get("reason") or ""), answer_step=index), None
+    if may_decline and data.get("fix_needed") is False:
+        if expect_step is None:
+            return None, "fix_needed false is only allowed when asked about one step"
+        step = trajectory.steps[expect_step]
+        return Diagnosis(step=step.index, agent=step.agent, reason=str(data.get("reason") or ""), declined=True,
+                         source="earlier"), None
+    for key in ("mistake_step", "mistake_agent", "suggested_fix"):
+        if key not in data:
+            return None, f"the JSON object has no {key!r} key"
+    step, problem = _check_step(trajectory, data["mistake_step"], data["mistake_agent"], expect_step)
+    if step is None:
+        return None, problem
+    fix = _fix_text(data["suggested_fix"])
+    tool_calls = data.get("suggested_tool_calls")
+    if tool_calls is not None and not (isinstance(tool_calls, list)
+                                       and all(isinstance(t, dict) and (t.get("name") or t.get("function"))
+                                               for t in tool_calls)):
+        return None, "suggested_tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
+    if not isinstance(fix, str) or (not fix.strip() and tool_calls is None):
+        return None, "suggested_fix must be the non-empty corrected text of the step"
+    reason = str(data.get("reason") or "")
+    if rewrite and fix.strip() and tool_calls is None and described_change(fix, step.agent) is not None:
+        return Diagnosis(step=step.index, agent=step.agent, reason=reason, instruction=fix), None
+    problem = check_fix(step, fix, tool_calls, tested=tested, fix_problem=fix_problem)
+    if problem is not None:
+        return None, problem
+    return Diagnosis(step=step.index, agent=step.agent, reason=reason, fix=fix, tool_calls=tool_calls), None
+
+
+def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = None, *,
+              tested: set[tuple[int, str]] | None = None,
+              fix_problem: Callable[[Step, str], str | None] | None = None) -> str | None:
+    """Why `fix` cannot replace `step` (see `validate_diagnosis`), or None."""
+    not_itself = not_the_step_itself(fix, step.agent, "suggested_fix") if fix.strip() else None
+    if not_itself is not None:
+        return not_itself
+    if same_work(fix, step.content) and tool_calls is None:
+        return (f"suggested_fix is what step {step.index} already says (the same code and text, comments and layout "
+                "aside); a correction must change what the step does")
+    if tested and (step.index, work_key(fix)) in tested and tool_calls is None:
+        return f"this exact fix of step {step.index} was already tested and the run still failed"
+    return fix_problem(step, fix) if fix_problem is not None and fix.strip() else None
+
+
+
+
+# ------------------------------------------------------------------------------------ the analyzer's fixes
+
+
+class FixProposer:
+    """The counterfactual search's proposals: the analyzer asked for a diagnosis of the run (`ask_ranked`) or of
+    one step (`ask_at`), each fix checked against the step and the task (`fix_problem`), a described change
+    written out (`written`). `failed` and `tested` are what the search has replayed so far (shown to the
+    analyzer; a tested fix is not proposed again)."""
+
+    def __init__(self, trajectory: Trajectory, verdict: Verdict | None, context: TaskContext, analyzer: ChatLike,
+                 meter: Meter, asked: list[Asked], notes: list[str], max_prompt_chars: int, verify: Verify | None,
+                 run_program: RunProgram | None, step_request: StepRequest | None):
+        self.trajectory = trajectory
+        self.task = context.task
+        self.verify = verify
+        self.run_program = run_program
+        self.verify_text = functools.lru_cache(maxsize=256)(
+            lambda text: None if self.task is None or self.verify is None else verify_quietly(self.verify, self.task, text))
+        """The task's verifier on a text, once per text per search (a coding task's runs its tests in a sandbox)."""
+        self.analyzer, self.meter, self.asked, self.notes = analyzer, meter, asked, notes
+        self.step_request = step_request
+        feedback = verdict_feedback(verdict)
+        if context.feedback:
+            feedback += "\n" + context.feedback
+        limits = environment_limits(trajectory)
+        if limits:
+            feedback += ("\nENVIRONMENT LIMITS (what the run's code could not use; the run failed on the environment "
+                         "there, and a corrected step must do without it):\n" + "\n".join(f"- {x}" for x in limits))
+        self.base = {
+            "question": context.question or trajectory.question,
+            "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
+            "feedback": feedback,
+            "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars, compact=True)[0],
+            "agents": trajectory.agents,
+        }
+        """What every analyzer prompt of the search shows (the same prefix: the engine's prompt cache serves it)."""
+        self.retakes: dict[int, tuple[str | None, str | None]] = {}
+        """Each step's retake (`retake_step`), asked once per search: its request is the agent's recorded one,
+        whatever the diagnosis, so a second retake of the step is the first one again (on the main job's GSM8K
+        test-474 the 1.5B's retake looped to its 856-token room twice, 89 s and 139 s, the same answer)."""
+
+    def ask_ranked(self, failed: list[dict[str, Any]], tested: set[tuple[int, str]]) -> tuple[Diagnosis | NoAgentError | None, str | None]:
+        diagnosis, why = ask_valid(
+            self.analyzer,
+            lambda prev, problem: render("analyzer.j2", **self.base, failed=failed, previous_answer=prev, problem=problem),
+            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, fix_problem=self.fix_problem, rewrite=True),
+            self.meter, self.asked, "analyzer.j2",
+        )
+        if isinstance(diagnosis, Diagnosis):
+            return self.written(diagnosis, tested)
+        return diagnosis, why
+
+    def ask_at(self, step: Step, failed: list[dict[str, Any]], tested: set[tuple[int, str]], *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
+        wrong = None if require_fix else self.wrong_answer(step.content)
+        if wrong is not None:
+            require_fix = True  # not "is it correct?": the verifier already answered that
+            self.notes.append(f"step {step.index} ({step.agent}) states the answer {wrong!r}, which the verifier rejects: "
+                              "asked for its correction, not whether it is correct")
+        failing = None if require_fix else self.failing_code(step.content)
+        if failing is not None:
+            require_fix = True
+            self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests ({failing}): "
+                              "asked for its correction, not whether it is correct")
+        shown = next(s for s in self.base["steps"] if s["index"] == step.index)
+        shown = {**shown, "content": shown["full"]}  # the step asked about, whole (the run shows it compact)
+        diagnosis, why = ask_valid(
+            self.analyzer,
+            lambda prev, problem: render("analyzer_at_step.j2", **self.base, failed=failed, step=shown,
+                                         require_fix=require_fix, previous_answer=prev, problem=problem),
+            lambda answer: validate_diagnosis(self.trajectory, answer, expect_step=step.index,
+                                              may_decline=not require_fix, tested=tested, fix_problem=self.fix_problem, rewrite=True),
+            self.meter, self.asked, "analyzer_at_step.j2",
+        )
+        if diagnosis is not None and not diagnosis.declined:
+            diagnosis, why = self.written(diagnosis, tested)
+        if diagnosis is not None:
+            diagnosis = diagnosis.model_copy(update={"source": source})
+        return diagnosis, why
+
+    def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:
+        """`diagnosis` with its fix written out. A described change (`instruction`) is the analyzer's finding
+        that step t is wrong without the message that corrects it: the step is taken again by the analyzer's
+        model in the agent's seat from the agent's recorded request (`retake_step`), else the description is
+        made in the step's message (`rewrite_step`); what comes out is checked as any fix (`check_fix`)."""
+        if diagnosis.instruction is None or diagnosis.fix:
+            return diagnosis, None
+        step = self.trajectory.steps[diagnosis.step]
+        tries: list[tuple[Literal["retake", "rewrite"], Callable[[], tuple[str | None, str | None]]]] = []
+        messages = self.step_request(step) if self.step_request is not None else None
+        if messages:
+            tries.append(("retake", lambda: self.retake(step, messages, tested)))
+        tries.append(("rewrite", lambda: rewrite_step(self.analyzer, step, diagnosis.instruction or "", diagnosis.reason,
+                                                      self.base["question"], self.meter, self.asked)))
+        whys = []
+        for how, write in tries:
+            text, why = write()
+            if text is not None:
+                why = check_fix(step, text, tested=tested, fix_problem=self.fix_problem)
+                if why is None:
+                    return diagnosis.model_copy(update={"fix": text, "written": how}), None
+                self.asked.append(Asked(prompt_name=f"{how}_step", answer=text, problem=why))
+            whys.append(f"{how}: {why}")
+        return None, f"the described fix of step {step.index} could not be written out ({'; '.join(whys)})"
+
+    def retake(self, step: Step, messages: list[dict[str, Any]],
+               tested: set[tuple[int, str]]) -> tuple[str | None, str | None]:
+        """`step` retaken in its agent's seat, once per search (`retakes`), each answer checked as a fix (a refused
+        one is re-asked once with the problem stated)."""
+        if step.index not in self.retakes:
+            self.retakes[step.index] = retake_step(
+                self.analyzer, messages, step, self.meter, self.asked,
+                check=lambda text: check_fix(step, text, tested=tested, fix_problem=self.fix_problem))
+        return self.retakes[step.index]
+
+    def fix_problem(self, step: Step, fix: str) -> str | None:
+        """Why `fix` cannot be the correction of `step`: it hands over the reference answer (`leak`), or it
+        states an answer the verifier rejects. The latter was a label: on AgentPrune MATH-500 255 (slice of
+        2026-11-28) the retaken first step stated 7 where the step had stated the right 4, and the replay
+        flipped anyway (the decision agent answered 4 in it): a correction does not state a wrong answer."""
+        leaked = self.leak(step, fix)
+        if leaked is not None:
+            return f"answer_leak: {leaked}"
+        wrong = self.wrong_answer(fix)
+        if wrong is not None:
+            return (f"wrong_answer: the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
+                    "step does not state a wrong answer")
+        failing = self.failing_code(fix)
+        if failing is not None:
+            return (f"wrong_code: the fix's code fails the task's tests ({failing}): a corrected step's code "
+                    "passes them")
+        return None
+
+    def leak(self, step: Step, fix: str) -> str | None:
+        """`answer_leak` over the task (None without a task and verifier). The step that gave the run's final
+        answer gave an answer, whatever its form (a coder's prose instead of code is a wrong answer); and a
+        fix that carries forward a right answer the team itself reached before the step hands nothing over
+        (`reached_before`)."""
+        if self.task is None or self.verify is None:
+            return None
+        final = answer_step(self.trajectory)
+        if final is not None and final.index == step.index:
+            return None
+        leaked = answer_leak(self.task, step.content, fix, self.verify, self.run_program)
+        if leaked is not None and self.reached_before(step.index) is not None:
+            return None
+        return leaked
+
+    def reached_before(self, index: int) -> str | None:
+        """Where the team stated a right answer before step `index` (an agent step's marked answer, or what a
+        tool step reports its program printed), or None. A team that had the answer and lost it later made its
+        mistake after reaching it: a fix that restores the answer there is the team's own work carried on."""
+        if self.task is None or self.verify is None:
+            return None
+        for s in self.trajectory.steps[:index]:
+            if s.kind == "human":
+                continue  # the task itself
+            if s.kind == "agent":
+                found = right_answer_in(self.task, s.content, self.verify)
+            else:
+                printed = printed_output(s.observation or s.content or "")
+                found = right_answer_in(self.task, f"Program output:\n{printed}", self.verify,
+                                        last_number=True) if printed else None
+            if found is not None:
+                return f"step {s.index} ({s.agent}): {found}"
+        return None
+
+    def wrong_answer(self, text: str) -> str | None:
+        """The answer `text` states where the prompts ask for one (a box, an `Answer:` line, an answer phrase), or
+        what its program prints when it has one and a runner is given (the program, not the prose around it:
+        MetaGPT MATH-500 255's retake printed the right 4 beside a prose `Answer: 7`), when the task's verifier
+        rejects it; None for no such answer, a coding task, or no verifier. A step that
+        states one is not correct whatever the analyzer says: on AgentPrune MATH-500 634 (slice of 2026-11-28)
+        every agent wrote `Answer: 997` (the answer is 333), the 1.5B judged all nine steps correct, and nothing
+        was replayed."""
+        if self.task is None or self.verify is None or self.task.kind == "coding":
+            return None
+        printed = program_output(text, self.run_program)
+        if printed is not None:  # what its program prints, not what its prose claims it prints (as `same_answer`)
+            text = f"Program output:\n{printed}"
+        elif not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(text)):
+            return None
+        verdict = self.verify_text(text)
+        if verdict is None or verdict.success:
+            return None
+        extracted = verdict.details.get("extracted")
+        return None if extracted is None else str(extracted)
+
+    def failing_code(self, text: str) -> str | None:
+        """What the task's tests report of the code in `text` (its first failure, shortened) when that code defines
+        the task's function (`entry_point`) and fails them; None for a task that is not coding, no verifier, code
+        that defines something else (a helper, a test script), or a verdict the checks call suspect. The coding
+        task's counterpart of `wrong_answer`: code that fails the tests is not a correct step and not a correction.
+        On the 2026-11-28 slice (seed 4) AG2 HumanEval+ 144 spent 23 minutes replaying seven fixes that each kept
+        the failing `% 1 == 0` check; on the main job MBPP 310's `tuple(list(s))` was replayed and failed."""
+        if self.task is None or self.verify is None or self.task.kind != "coding":
+            return None
+        entry = self.task.metadata.get("entry_point")
+        if not entry:
+            return None
+        code, _how = extract_code(text, entry)
+        if not defines(code, str(entry)):
+            return None
+        verdict = self.verify_text(text)
+        if verdict is None or verdict.success or is_suspect(verdict):
+            return None
+        failures = verdict.details.get("failures") or []
+        first = failures[0] if failures and isinstance(failures[0], dict) else None
+        if first is None:
+            said = verdict.details.get("error") or verdict.details.get("stderr") or f"score {verdict.score:g}"
+        else:
+            said = ", ".join(f"{k}: {v}" for k, v in first.items() if k in ("assert", "input", "expected", "got", "error"))
+        said = " ".join(str(said).split())
+        return said if len(said) <= 300 else said[:300] + " ..."
+
+    def confirm(self, finding: NoAgentError) -> NoAgentError:
+        """Ask the task's verifier whether the step the analyzer names does state a right answer."""
+        if self.task is None or self.verify is None:
+            return finding
+        t = self.trajectory
+        text = t.final_answer or "" if finding.answer_step is None else t.steps[finding.answer_step].content
+        return finding.model_copy(update={"confirmed": right_answer_in(self.task, text, self.verify, last_number=True)})
+
+
+# ------------------------------------------------------------------------------------ a corruption
+
+
+class Corruption(BaseModel):
+    """One candidate corruption of one agent step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    agent: str
+    content: str
+    tool_calls: list[dict[str, Any]] | None = None
+    description: str
+    source: Literal["perturber", "programmatic"]
+    name: str | None = None
+    """The programmatic perturbation's name."""
+    instruction: str | None = None
+    """The standing instruction that makes the agent keep the mistake (persistent replays)."""
+    unnoticed: str | None = None
+    """The perturber's reason why the team's checks will not catch it (team-aware proposals)."""
+
+    @classmethod
+    def of(cls, p: Perturbation) -> "Corruption":
+        return cls(step=p.step, agent=p.agent, content=p.content, tool_calls=p.tool_calls,
+                   description=p.description, source="programmatic", name=p.name)
+
+
+
+def _corruption_fields(data: dict[str, Any], step: Step, tried: set[tuple[int, str]],
+                       need_instruction: bool, planted: Any = None) -> tuple[dict[str, Any] | None, str | None]:
+    content = data.get("corrupted_content")
+    tool_calls = data.get("tool_calls")
+    if tool_calls is not None and not (isinstance(tool_calls, list)
+                                       and all(isinstance(t, dict) and t.get("name") for t in tool_calls)):
+        return None, "tool_calls, when given, must be a list of {\"name\": ..., \"arguments\": {...}} objects"
+    if not isinstance(content, str) or (not content.strip() and tool_calls is None):
+        return None, "corrupted_content must be the non-empty corrupted text of the step"
+    not_itself = not_the_step_itself(content, step.agent, "corrupted_content") if content.strip() else None
+    if not_itself is not None:
+        return None, not_itself
+    if same_work(content, step.content) and tool_calls is None:
+        return None, (f"corrupted_content is what step {step.index} already says (the same code and text, comments, "
+                      "layout and code fences aside); the corruption must change what the step does")
+    if (step.index, work_key(content)) in tried:
+        return None, f"this exact corruption of step {step.index} was already tried and the run still succeeded"
+    why = planted(step, content) if planted is not None and content.strip() else None
+    if why is not None:
+        return None, f"answer_leak: {why}"
+    description = str(data.get("description") or "").strip()
+    if not description:
+        return None, "description must say what specific corruption was made"
+    instruction = str(data.get("instruction") or "").strip() or None
+    if need_instruction and instruction is None:
+        return None, ("instruction is missing: give the standing instruction that makes the agent keep this mistake "
+                      "in its later messages")
+    return {"step": step.index, "agent": step.agent, "content": content, "description": description,
+            "instruction": instruction, "unnoticed": str(data.get("unnoticed") or "").strip() or None,
+            "tool_calls": tool_calls}, None
+
+
+def validate_corruption(trajectory: Trajectory, answer: str, tried: set[tuple[int, str]],
+                        planted: Any = None) -> tuple[Corruption | None, str | None]:
+    """Parse and check a one-shot perturber answer: a JSON object whose `step` is an existing agent step and
+    whose `corrupted_content` is non-empty, differs from the step and was not tried already."""
+    data, problem = json_object(answer)
+    if data is None:
+        return None, problem
+    for key in ("step", "corrupted_content", "description"):
+        if key not in data:
+            return None, f"the JSON object has no {key!r} key"
+    index = as_index(data["step"])
+    n = len(trajectory.steps)
+    if index is None:
+        return None, f"step must be an integer step number, got {data['step']!r}"
+    if not 0 <= index < n:
+        return None, f"step {index} does not exist: the run has steps 0..{n - 1}"
+    step = trajectory.steps[index]
+    if step.kind != "agent":
+        agent_steps = [s.index for s in trajectory.steps if s.kind == "agent"]
+        return None, f"step {index} is a {step.kind} step, not an agent step; only agent steps can be corrupted (agent steps: {agent_steps})"
+    fields, problem = _corruption_fields(data, step, tried, need_instruction=False, planted=planted)
+    if fields is None:
+        return None, problem
+    return Corruption(source="perturber", **fields), None
+
+
+def validate_corruption_at(step: Step, answer: str, tried: set[tuple[int, str]], need_instruction: bool,
+                           planted: Any = None) -> tuple[Corruption | None | Literal[False], str | None]:
+    """Parse and check a team-aware perturber answer about `step`: a corruption (with its standing
+    `instruction` when the mode may persist it), or `False` when the perturber says the step cannot carry
+    a mistake that survives the team's checks (`{"possible": false, "reason": ...}`)."""
+    data, problem = json_object(answer)
+    if data is None:
+        return None, problem
+    if data.get("possible") is False:
+        return False, None
+    fields, problem = _corruption_fields(data, step, tried, need_instruction, planted)
+    if fields is None:
+        return None, problem
+    return Corruption(source="perturber", **fields), None
