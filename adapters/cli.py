@@ -131,3 +131,7 @@ def build_cmd(
         seconds = done[tag][0] if by_tag[tag][0] == name else 0.0
         table.add_row(name, tag, f"{seconds:.1f}")
     console.print(table)
+
+
+COMMANDS = {"frameworks": app}
+"""Mounted on `rootstep` by `rootstep.cli` (a command path -> a command or a sub-app)."""

@@ -43,7 +43,7 @@ def main() -> None:
 
     from rootstep.annotation import Budget, inject_fault
     from rootstep.flows._session import open_session
-    from rootstep.flows.annotate import _chat, _replay_fn
+    from rootstep.flows._searches import annotator_chat as _chat, search_replay as _replay_fn
     from tests import _team_support as T
 
     T.register_team()
@@ -65,7 +65,7 @@ def main() -> None:
             for mode in MODES:
                 flips, replays, live, positions, clock = 0, 0, 0, [], time.perf_counter()
                 for run in successes:
-                    perturber = _chat(session, T.PERTURBERS[mode], None, run)
+                    perturber = _chat(session, T.PERTURBERS[mode], None, run, "perturber")
                     result = inject_fault(run, perturber, _replay_fn(session, run, []), budget, programmatic=False,
                                           mode=mode, answer_agents=adapter.answer_agents)
                     replays += len(result.replays)

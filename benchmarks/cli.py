@@ -141,3 +141,7 @@ def verifiers_cmd() -> None:
     for info in list_verifiers():
         sandbox = " (runs code in a sandbox)" if info.needs_sandbox else ""
         console.print(f"[bold]{info.name}[/]{sandbox}: {info.summary}", highlight=False)
+
+
+COMMANDS = {"benchmark": app}
+"""Mounted on `rootstep` by `rootstep.cli` (a command path -> a command or a sub-app)."""

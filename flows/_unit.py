@@ -1,7 +1,7 @@
 """One unit of work, whatever runs it: a spec in, an `Outcome` out, the flow the only writer.
 
 A unit is one episode to collect (`collect.CollectSpec`), one failure to search
-(`annotate.CounterfactualSpec`) or one success to corrupt (`annotate.InjectSpec`): a pydantic model
+(`_searches.CounterfactualSpec`) or one success to corrupt (`_searches.InjectSpec`): a pydantic model
 holding what to do, its settings and everything the work reads (the task; the run and its recorded
 LLM calls, read by the flow). `perform(spec, host)` runs it in the session `host.open()` gives:
 

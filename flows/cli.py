@@ -15,19 +15,25 @@ import typer
 from rich.console import Console
 
 from rootstep.annotation import Budget
-from rootstep.gateway import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL
 from rootstep.options import WarehouseOption, fail, option_group
 
+from ._defaults import DEFAULTS
 from ._session import Limits
 
 console = Console()
 
 WarehouseOpt = WarehouseOption
-FrameworkOpt = typer.Option(None, "--framework", "-f", help="Framework adapter; repeat for several (default ag2, smolagents).")
+
+
+def FrameworkOpt(help: str = f"Framework adapter; repeat for several (default {', '.join(DEFAULTS.frameworks)}).") -> Any:
+    """`--framework / -f`, repeatable, the same on every command (`help` says what it does there)."""
+    return typer.Option(None, "--framework", "-f", help=help)
+
+
 SystemOpt = typer.Option(None, "--system", help="A system file: your own program run as a framework (docs/your-system.md); "
                          "repeat for several. Runs it in place of the default frameworks, beside any --framework.")
-ModelOpt = typer.Option(DEFAULT_MODEL, "--model", "-m", help="The agents' model (any gateway model string).")
-AnalyzerOpt = typer.Option(None, "--analyzer-model", help=f"The analyzer LLM (default: --model, or {DEFAULT_ANNOTATOR_MODEL} "
+ModelOpt = typer.Option(DEFAULTS.model, "--model", "-m", help="The agents' model (any gateway model string).")
+AnalyzerOpt = typer.Option(None, "--analyzer-model", help=f"The analyzer LLM (default: --model, or {DEFAULTS.annotator_model} "
                            "when --model is a local model).")
 PerturberOpt = typer.Option(None, "--perturber-model", help="The perturber LLM (default: as --analyzer-model).")
 
@@ -113,10 +119,15 @@ def budget_options(preset: Budget) -> Any:
     }, build=build)
 
 
-class Method(str, Enum):
+class StageChoice(str, Enum):
+    """`rootstep annotate --method`: which of the annotate flow's stages run."""
+
     counterfactual = "counterfactual"
     inject = "inject"
     both = "both"
+
+    def stages(self) -> list[str]:
+        return ["counterfactual", "inject"] if self is StageChoice.both else [self.value]
 
 
 class InjectMode(str, Enum):
@@ -283,11 +294,10 @@ def _run_flows(run: Any) -> Any:
 @budget_options(Budget.for_pipeline())
 @limits_options
 def pipeline_cmd(
-    framework: Optional[list[str]] = typer.Option(None, "--framework", "-f",
-                                                  help="Framework adapter; repeat for several (default ag2)."),
+    framework: Optional[list[str]] = FrameworkOpt(),
     system: Optional[list[Path]] = SystemOpt,
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
-                                                  help="NAME:COUNT; repeat for several (default gsm8k:3 and mbpp:2)."),
+                                                  help=f"NAME:COUNT; repeat for several (default {DEFAULTS.benchmark_help()})."),
     model: str = ModelOpt,
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
@@ -328,10 +338,10 @@ def pipeline_cmd(
 @runner_options
 @limits_options
 def collect_cmd(
-    framework: Optional[list[str]] = FrameworkOpt,
+    framework: Optional[list[str]] = FrameworkOpt(),
     system: Optional[list[Path]] = SystemOpt,
-    benchmark: str = typer.Option("gsm8k", "--benchmark", "-b", help="A registered benchmark."),
-    limit: Optional[int] = typer.Option(2, help="Tasks to run (after shuffling)."),
+    benchmark: str = typer.Option(DEFAULTS.collect_benchmark, "--benchmark", "-b", help="A registered benchmark."),
+    limit: Optional[int] = typer.Option(DEFAULTS.collect_limit, help="Tasks to run (after shuffling)."),
     seed: int = typer.Option(0),
     model: str = ModelOpt,
     limits: Any = None,
@@ -345,7 +355,7 @@ def collect_cmd(
     framework, benchmark = with_systems(framework, system), _benchmark_name(benchmark)
     if limit is not None and limit < 1:
         fail(f"--limit {limit}: must be at least 1")
-    report = _run_flows(lambda: collect(framework or ["ag2", "smolagents"], benchmark, limit=limit, seed=seed,
+    report = _run_flows(lambda: collect(framework or list(DEFAULTS.frameworks), benchmark, limit=limit, seed=seed,
                                         model=model, warehouse=warehouse,
                                         limits=limits, runner=runner))
     for r in report.runs:
@@ -359,16 +369,16 @@ def collect_cmd(
 @runner_options
 @budget_options(Budget.for_annotate())
 def annotate_cmd(
-    method: Method = typer.Option(Method.both, help="counterfactual (failures), inject (successes) or both."),
-    framework: Optional[list[str]] = typer.Option(None, "--framework", "-f", help="Restrict to these frameworks."),
+    method: StageChoice = typer.Option(StageChoice.both, help="counterfactual (failures), inject (successes) or both."),
+    framework: Optional[list[str]] = FrameworkOpt("Restrict to these frameworks; repeat for several."),
     system: Optional[list[Path]] = typer.Option(None, "--system", help="Restrict to these system files' runs (a "
                                                 "system's runs are annotated without it too: they name their file)."),
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b", help="Restrict to these benchmarks."),
     limit: Optional[int] = typer.Option(None, help="At most this many runs per method."),
     run_id: Optional[list[str]] = typer.Option(None, "--run-id", help="Only these runs (ids or prefixes); repeat for "
                                                "several. A run rootstep did not record (an import) is refused."),
-    analyzer_model: str = typer.Option(DEFAULT_ANNOTATOR_MODEL, help="The analyzer LLM."),
-    perturber_model: Optional[str] = typer.Option(DEFAULT_ANNOTATOR_MODEL, help="The perturber LLM ('none': programmatic only)."),
+    analyzer_model: str = typer.Option(DEFAULTS.annotator_model, help="The analyzer LLM."),
+    perturber_model: Optional[str] = typer.Option(DEFAULTS.annotator_model, help="The perturber LLM ('none': programmatic only)."),
     budget: Any = None,
     controls: int = ControlsOpt,
     repeats: int = RepeatsOpt,
@@ -385,34 +395,18 @@ def annotate_cmd(
 ) -> None:
     """Annotate the stored failures without a counterfactual label and the successes not yet injected."""
     _prefect_env()
-    from rootstep.flows._runner import start_cluster
-    from rootstep.flows.annotate import counterfactual, inject
-    from rootstep.flows.annotate import recheck as recheck_flow
+    from rootstep.flows.annotate import annotate
 
     framework = with_systems(framework, system)
     causality = _causality(controls, repeats, min_confidence)
     run_ids = _recorded_runs(run_id, warehouse) if run_id else None
     limits = Limits(episode_seconds=episode_seconds, llm_seconds=llm_seconds, searches=searches)
-    runs = []
-
-    def both() -> None:
-        with start_cluster(runner) as shared:  # one local cluster for both flows
-            if method in (Method.counterfactual, Method.both):
-                runs.extend(counterfactual(analyzer_model, frameworks=framework, benchmarks=benchmark, run_ids=run_ids,
-                                           limit=limit, budget=budget, warehouse=warehouse, runner=shared,
-                                           max_tokens=max_tokens, include_suspect=include_suspect, limits=limits,
-                                           causality=causality).runs)
-            if method in (Method.inject, Method.both):
-                perturber = None if perturber_model in (None, "none") else perturber_model
-                runs.extend(inject(perturber, frameworks=framework, benchmarks=benchmark, run_ids=run_ids, limit=limit,
-                                   budget=budget, warehouse=warehouse, runner=shared, max_tokens=max_tokens,
-                                   mode=inject_mode.value, limits=limits, causality=causality).runs)
-            if recheck:
-                runs.extend(recheck_flow(analyzer_model, recheck, frameworks=framework, benchmarks=benchmark,
-                                         run_ids=run_ids, budget=budget, warehouse=warehouse, runner=shared,
-                                         max_tokens=max_tokens, limits=limits, causality=causality).runs)
-
-    _run_flows(both)
+    perturber = None if perturber_model in (None, "none") else perturber_model
+    report = _run_flows(lambda: annotate(
+        method.stages(), analyzer_model, perturber, frameworks=framework, benchmarks=benchmark, run_ids=run_ids,
+        limit=limit, budget=budget, warehouse=warehouse, runner=runner, max_tokens=max_tokens, limits=limits,
+        include_suspect=include_suspect, inject_mode=inject_mode.value, causality=causality, recheck=recheck))
+    runs = report.runs
     for a in runs:
         where = "+".join(map(str, a.steps)) if len(a.steps) > 1 else '-' if a.step is None else a.step
         extra = "" if a.confidence is None else f"confidence {a.confidence:g}  "
@@ -456,10 +450,11 @@ def _recorded_runs(prefixes: list[str], warehouse: Optional[str]) -> list[str]:
 
 
 def deploy_cmd(
-    cron: str = typer.Option("0 2 * * *", help="When the pipeline runs (cron, UTC)."),
-    framework: Optional[list[str]] = FrameworkOpt,
+    cron: str = typer.Option(DEFAULTS.cron, help="When the pipeline runs (cron, UTC)."),
+    framework: Optional[list[str]] = FrameworkOpt(),
     system: Optional[list[Path]] = SystemOpt,
-    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b", help="NAME:COUNT (default gsm8k:2, mbpp:2)."),
+    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
+                                                  help=f"NAME:COUNT; repeat for several (default {DEFAULTS.benchmark_help()})."),
     model: str = ModelOpt,
     warehouse: Optional[str] = WarehouseOpt,
     serve: bool = typer.Option(False, help="Also execute the scheduled runs in this process (blocks)."),
@@ -484,7 +479,7 @@ def backfill_cmd(
     verifier: str = typer.Option(..., "--verifier", "-v", help="Verifier name (`rootstep benchmark verifiers`)."),
     name: Optional[str] = typer.Option(None, help="Benchmark name (default: the file's stem)."),
     limit: Optional[int] = typer.Option(None, help="At most this many tasks."),
-    framework: Optional[list[str]] = FrameworkOpt,
+    framework: Optional[list[str]] = FrameworkOpt(),
     system: Optional[list[Path]] = SystemOpt,
     model: str = ModelOpt,
     analyzer_model: Optional[str] = AnalyzerOpt,
@@ -506,10 +501,6 @@ def backfill_cmd(
         fail(str(exc))
 
 
-def register(app: typer.Typer) -> None:
-    """Add the commands to the `rootstep` app."""
-    app.command("pipeline")(pipeline_cmd)
-    app.command("collect")(collect_cmd)
-    app.command("annotate")(annotate_cmd)
-    app.command("deploy")(deploy_cmd)
-    app.command("backfill")(backfill_cmd)
+COMMANDS = {"pipeline": pipeline_cmd, "collect": collect_cmd, "annotate": annotate_cmd, "deploy": deploy_cmd,
+            "backfill": backfill_cmd}
+"""Mounted on `rootstep` by `rootstep.cli` (a command path -> a command or a sub-app)."""

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._session import DEFAULT_MODEL
+from ._defaults import DEFAULTS
 
-FlowName = Literal["pipeline", "collect", "counterfactual", "inject"]
+FlowName = Literal["pipeline", "collect", "annotate", "counterfactual", "inject", "recheck"]
 
 
 class Schedule(BaseModel):
@@ -31,15 +31,15 @@ class Schedule(BaseModel):
 
     name: str
     flow: FlowName = "pipeline"
-    cron: str = "0 2 * * *"
+    cron: str = DEFAULTS.cron
     parameters: dict[str, Any] = Field(default_factory=dict)
     description: str = ""
     paused: bool = False
 
 
-def default_schedules(model: str = DEFAULT_MODEL, warehouse: str | None = None,
+def default_schedules(model: str = DEFAULTS.model, warehouse: str | None = None,
                       frameworks: list[str] | None = None, benchmarks: dict[str, int] | None = None,
-                      cron: str = "0 2 * * *") -> list[Schedule]:
+                      cron: str = DEFAULTS.cron) -> list[Schedule]:
     """The nightly pipeline on a benchmark slice (collect, split, counterfactual, inject)."""
     params: dict[str, Any] = {"model": model}
     if warehouse is not None:
@@ -104,7 +104,7 @@ def deploy(schedules: list[Schedule], *, serve: bool = False) -> list[str]:
 
 
 def backfill(benchmark_file: str | Path, verifier: str, *, name: str | None = None, limit: int | None = None,
-             seed: int | None = 0, frameworks: list[str] | None = None, model: str = DEFAULT_MODEL,
+             seed: int | None = 0, frameworks: list[str] | None = None, model: str = DEFAULTS.model,
              analyzer_model: str | None = None, perturber_model: str | None = None, warehouse: str | None = None,
              **pipeline_options: Any) -> Any:
     """Register the JSONL file as benchmark `name` (default: the file's stem) with `verifier`, then run

@@ -14,11 +14,9 @@ running the pipeline again only does what is missing (and a crashed pipeline res
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from prefect import flow
 from pydantic import BaseModel, Field
@@ -27,22 +25,13 @@ from rootstep.model import Task
 
 from rootstep.annotation import Budget, InjectionMode
 from ._runner import Runner, start_cluster
-from ._session import DEFAULT_ANNOTATOR_MODEL, DEFAULT_MODEL, Limits, Session, open_session, stopped_by_signals
-from .annotate import AnnotatedRun, AnnotateReport, Causality
-from .annotate import counterfactual as counterfactual_flow
-from .annotate import inject as inject_flow
-from .annotate import recheck as recheck_flow
+from ._defaults import DEFAULTS
+from ._searches import AnnotatedRun, Causality
+from ._session import Limits, open_session
+from .annotate import annotate as annotate_flow
 from .collect import CollectedRun, CollectReport
 from .collect import collect as collect_flow
 
-DEFAULT_BENCHMARKS = {"gsm8k": 3, "mbpp": 2}
-DEFAULT_FRAMEWORKS = ["ag2"]
-"""The main job's slice, chosen by measurement on a 2-core machine with the offline models: AG2 episodes
-took 30-75 s against 55-170 s for smolagents, and a counterfactual search with the 1.5B analyzer 3-9
-minutes, so a slice of four AG2 runs (collected two at a time) fits the main job's time while giving failures
-to search and, often, a success to corrupt (the 0.5B agents solved 2 of 11 AG2 runs measured; one of four, then
-one of five, on a fresh machine). Name frameworks and benchmarks to
-go wider (`-f ag2 -f smolagents -b gsm8k:20`)."""
 DEFAULT_BUDGET = Budget.for_annotate()
 """Replays and analyzer calls sized to each run's length (`Budget.for_annotate`); the command line adds a wall
 clock per search (`Budget.for_pipeline`, `--max-seconds`)."""
@@ -65,41 +54,6 @@ EXPLORE_SQL = {
         "SELECT purpose, run_id, intervention_step, success_before, success_after, live_calls, replayed_calls "
         "FROM replays ORDER BY created_at DESC LIMIT 20"),
 }
-
-
-def _timed(fn: Callable[[], AnnotateReport]) -> tuple[AnnotateReport, float]:
-    clock = time.perf_counter()
-    out = fn()
-    return out, round(time.perf_counter() - clock, 3)
-
-
-def _at_once(stages: dict[str, Callable[[], AnnotateReport]], session: Session) -> dict[str, tuple[AnnotateReport, float]]:
-    """Run the annotation stages (each a Prefect subflow) at the same time, each in a thread with a copy of
-    this flow's context so that it stays a subflow of the pipeline: counterfactual searches on failures and
-    fault injection on successes are independent. Returns each stage's report and its seconds, in order. A
-    signal's exception stops `session` before the pool waits for the stages (their units then end at once)."""
-    with ThreadPoolExecutor(max(len(stages), 1), thread_name_prefix="rootstep-stage") as pool, \
-            stopped_by_signals(session):
-        futures = {name: pool.submit(contextvars.copy_context().run, _timed, fn) for name, fn in stages.items()}
-        return {name: future.result() for name, future in futures.items()}
-
-
-def _one_after_another(stages: dict[str, Callable[[], AnnotateReport]]) -> dict[str, tuple[AnnotateReport, float]]:
-    """The annotation stages in order, each with its seconds."""
-    return {name: _timed(fn) for name, fn in stages.items()}
-
-
-def side_by_side(annotators: list[str]) -> bool:
-    """Whether the annotation stages run at once (`_at_once`): only when no annotator is the in-process CPU
-    model. On the local engine two stages split the same cores, and with the agents' replays on a second engine
-    every engine's threads oversubscribe them (the main job measured analyzer calls of 60-120 s for ~100 tokens)."""
-    return len(annotators) > 1 and not any(m.startswith("local/") for m in annotators)
-
-
-def annotator_for(model: str) -> str:
-    """The analyzer / perturber a run of agents on `model` gets by default: the same model, except that
-    agents on an offline model get the stronger offline one (a 0.5B model rarely keeps the JSON contract)."""
-    return DEFAULT_ANNOTATOR_MODEL if model.startswith("local/") else model
 
 
 class PipelineReport(BaseModel):
@@ -182,7 +136,7 @@ class PipelineReport(BaseModel):
 def pipeline(
     frameworks: list[str] | None = None,
     benchmarks: dict[str, int | None] | None = None,
-    model: str = DEFAULT_MODEL,
+    model: str = DEFAULTS.model,
     analyzer_model: str | None = None,
     perturber_model: str | None = None,
     agent_models: dict[str, str] | None = None,
@@ -205,13 +159,14 @@ def pipeline(
     """Collect runs, split them, annotate failures (counterfactual) and successes (fault injection).
 
     Args:
-        frameworks: adapters to run (default `DEFAULT_FRAMEWORKS`).
-        benchmarks: benchmark name -> number of tasks (default `DEFAULT_BENCHMARKS`), shuffled with `seed`.
+        frameworks: adapters to run (default `DEFAULTS.frameworks`).
+        benchmarks: benchmark name -> number of tasks (default `DEFAULTS.benchmarks`), shuffled with `seed`.
         model: the agents' model; `agent_models` per agent. `analyzer_model` defaults to `model`, or to
-            the stronger offline model (`DEFAULT_ANNOTATOR_MODEL`) when `model` is a local one;
+            the stronger offline model (`DEFAULTS.annotator_model`) when `model` is a local one;
             `perturber_model` defaults to the analyzer's.
         budget / inject_budget: per counterfactual search / per injection (default `DEFAULT_BUDGET`).
-        counterfactual, inject: run that stage.
+        counterfactual, inject: run that stage (the `annotate` flow runs them, side by side when neither
+            annotator is the in-process model).
         tasks: collect these tasks instead of the benchmarks' (the benchmarks argument is then ignored).
         max_tokens: the least room per analyzer / perturber answer (None: sized to each run's longest
             step; a cut answer is re-asked with more room).
@@ -224,10 +179,10 @@ def pipeline(
             (`Runner(kind="dask", address=...)`; without an address a local one, `workers` processes).
     """
     started = time.perf_counter()
-    frameworks = list(frameworks or DEFAULT_FRAMEWORKS)
-    benchmarks = dict(DEFAULT_BENCHMARKS if benchmarks is None else benchmarks)
+    frameworks = list(frameworks or DEFAULTS.frameworks)
+    benchmarks = dict(DEFAULTS.benchmarks if benchmarks is None else benchmarks)
     budget = budget or DEFAULT_BUDGET
-    analyzer_model = analyzer_model or annotator_for(model)
+    analyzer_model = analyzer_model or DEFAULTS.annotator_for(model)
     perturber_model = perturber_model or analyzer_model
     report = PipelineReport()
     with open_session(warehouse, limits=limits) as session, start_cluster(runner) as runner:
@@ -238,34 +193,20 @@ def pipeline(
 
             tasks = [t for name, n in benchmarks.items() for t in load_tasks(name, limit=n, seed=seed)]
         # one collect over every benchmark: the episodes of all of them share the concurrency limits
-        collected = collect_flow(frameworks, tasks[0].benchmark if tasks else "gsm8k", tasks=tasks, model=model,
-                                 agent_models=agent_models, runner=runner, session=session)
+        collected = collect_flow(frameworks, tasks[0].benchmark if tasks else DEFAULTS.collect_benchmark, tasks=tasks,
+                                 model=model, agent_models=agent_models, runner=runner, session=session)
         report.collected += collected.runs
         report.stage_seconds["collect"] = round(time.perf_counter() - clock, 3)
-        scope_b = sorted({r.benchmark for r in report.collected})
-        run_ids = [r.run_id for r in report.collected if r.run_id]
-        stages: dict[str, Callable[[], AnnotateReport]] = {}
-        if counterfactual:
-            stages["counterfactual"] = lambda: counterfactual_flow(
-                analyzer_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids, budget=budget,
-                max_tokens=max_tokens, runner=runner, session=session, include_suspect=include_suspect,
-                causality=causality)
-        if inject:
-            stages["inject"] = lambda: inject_flow(
-                perturber_model, frameworks=frameworks, benchmarks=scope_b, run_ids=run_ids,
-                budget=inject_budget or budget, programmatic=programmatic, seed=seed or 0, max_tokens=max_tokens,
-                runner=runner, session=session, mode=inject_mode, causality=causality)
-        together = side_by_side([m for m, on in ((analyzer_model, counterfactual), (perturber_model, inject)) if on])
-        for name, done in (_at_once(stages, session) if together else _one_after_another(stages)).items():
-            report.annotated += done[0].runs
-            report.stage_seconds[name] = done[1]
-        if recheck:  # the labels the counterfactual stage just found, re-done from scratch
-            clock = time.perf_counter()
-            rechecked = recheck_flow(analyzer_model, recheck, frameworks=frameworks, benchmarks=scope_b,
-                                     run_ids=run_ids, budget=budget, max_tokens=max_tokens, runner=runner,
-                                     session=session, causality=causality)
-            report.annotated += rechecked.runs
-            report.stage_seconds["recheck"] = round(time.perf_counter() - clock, 3)
+        stages = [name for name, on in (("counterfactual", counterfactual), ("inject", inject)) if on]
+        if stages or recheck:  # on the runs just collected
+            annotated = annotate_flow(
+                stages, analyzer_model, perturber_model, frameworks=frameworks,
+                benchmarks=sorted({r.benchmark for r in report.collected}),
+                run_ids=[r.run_id for r in report.collected if r.run_id], budget=budget, inject_budget=inject_budget,
+                programmatic=programmatic, seed=seed or 0, max_tokens=max_tokens, runner=runner, session=session,
+                include_suspect=include_suspect, inject_mode=inject_mode, causality=causality, recheck=recheck)
+            report.annotated += annotated.runs
+            report.stage_seconds.update(annotated.stage_seconds)
     report.seconds = round(time.perf_counter() - started, 3)
     print(report.render())
     return report

@@ -79,3 +79,7 @@ def flush_cmd(
 
     report = Journal(journal_dir, fsync=False).flush_to_warehouse(Warehouse(warehouse or default_location()), run_id or None)
     typer.echo(f"llm_calls written {report.written.get('llm_calls', 0)}, already there {report.skipped.get('llm_calls', 0)}")
+
+
+COMMANDS = {"gateway": app}
+"""Mounted on `rootstep` by `rootstep.cli` (a command path -> a command or a sub-app)."""

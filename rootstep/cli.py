@@ -1,6 +1,7 @@
 """The `rootstep` command line.
 
-Each stage that has commands of its own registers a typer sub-app at the bottom of this file.
+Each stage that has commands of its own declares them in its `cli.py` (`COMMANDS`), mounted at the bottom of
+this file (`STAGE_COMMANDS`).
 Heavy libraries (litellm, prefect, docker) are imported inside commands so `rootstep --help` is fast.
 """
 
@@ -10,7 +11,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 import typer
@@ -240,28 +241,33 @@ def vacuum_cmd(warehouse: Optional[str] = WarehouseOption) -> None:
 
 
 # ---------------------------------------------------------------------------------- stage sub-apps
-def _mount_stage_commands() -> None:
-    """Mount each stage's commands on `app` (after the commands above, whose sub-apps some of them extend)."""
-    from rootstep.adapters.cli import app as frameworks_app
-    from rootstep.benchmarks.cli import app as benchmark_app
-    from rootstep.flows.cli import register as register_flow_commands
-    from rootstep.gateway.cli import app as gateway_app
-    from rootstep.sandboxes.cli import app as sandbox_app
-    from rootstep.tracers.cli import attribute_cmd, evaluate_cmd, export_training_cmd, tracer_app
-    from rootstep.ui.cli import app as ui_app
-    from rootstep.traces.cli import register as register_trace_commands
+STAGE_COMMANDS = ("rootstep.tracers.cli", "rootstep.traces.cli", "rootstep.gateway.cli", "rootstep.sandboxes.cli",
+                  "rootstep.benchmarks.cli", "rootstep.adapters.cli", "rootstep.flows.cli", "rootstep.ui.cli")
+"""The stages' command modules. Each declares `COMMANDS`: a command path (`"pipeline"`, `"export training"`)
+-> the command function (with its options: `(function, {"hidden": True})`) or a typer sub-app."""
 
-    app.command("evaluate")(evaluate_cmd)
-    app.command("attribute")(attribute_cmd)
-    app.add_typer(tracer_app, name="tracer")
-    export_app.command("training")(export_training_cmd)
-    register_trace_commands(import_app, export_app)
-    app.add_typer(gateway_app, name="gateway")
-    app.add_typer(sandbox_app, name="sandbox")
-    app.add_typer(benchmark_app, name="benchmark")
-    app.add_typer(frameworks_app, name="frameworks")
-    register_flow_commands(app)
-    app.add_typer(ui_app, name="ui")
+
+def mount(path: str, command: Any) -> None:
+    """Mount one of a stage's `COMMANDS` under `rootstep` (a path's first word may be `import` or `export`)."""
+    *group, name = path.split()
+    parents = {(): app, ("import",): import_app, ("export",): export_app}
+    if tuple(group) not in parents:
+        raise ValueError(f"command path {path!r}: only `rootstep`, `rootstep import` and `rootstep export` take commands")
+    command, options = command if isinstance(command, tuple) else (command, {})
+    parent = parents[tuple(group)]
+    if isinstance(command, typer.Typer):
+        parent.add_typer(command, name=name, **options)
+    else:
+        parent.command(name, **options)(command)
+
+
+def _mount_stage_commands() -> None:
+    """Mount each stage's commands on `app`, one way: every `COMMANDS` entry of `STAGE_COMMANDS`."""
+    import importlib
+
+    for module in STAGE_COMMANDS:
+        for path, command in importlib.import_module(module).COMMANDS.items():
+            mount(path, command)
 
 
 _mount_stage_commands()

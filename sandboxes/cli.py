@@ -122,3 +122,7 @@ def reap_cmd(
     Console().print(f"removed {len(report.containers)} container(s)" + (
         ": " + ", ".join(report.containers) if report.containers else ""
     ))
+
+
+COMMANDS = {"sandbox": app}
+"""Mounted on `rootstep` by `rootstep.cli` (a command path -> a command or a sub-app)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rootstep.annotation import ReplayOutcome, find_decisive_step, inject_fault
-from rootstep.flows.annotate import as_recheck
+from rootstep.flows._searches import as_recheck
 from rootstep.model import Intervention, Step, Trajectory, Usage, Verdict
 from rootstep.warehouse import Warehouse
 from rootstep.traces.whowhen import import_paths

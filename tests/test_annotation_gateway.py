@@ -25,7 +25,7 @@ def _recorded_ledger_run(ledger: Ledger):
 def test_a_scripted_analyzers_calls_are_in_llm_calls_and_its_transcript_on_the_annotation(tmp_path):
     from rootstep._render import print_trajectory
     from rootstep.flows._session import open_session
-    from rootstep.flows.annotate import Annotated, AnnotatedRun, _chat
+    from rootstep.flows._searches import Annotated, AnnotatedRun, annotator_chat as _chat
 
     seen: list[dict] = []
 

@@ -192,7 +192,7 @@ def test_crashed_collection_resumes(prefect_harness, tmp_path, docker_sandbox, m
 
 
 def test_annotation_stages_run_at_once_only_off_the_local_cpu_model():
-    from rootstep.flows.pipeline import _one_after_another, side_by_side
+    from rootstep.flows.annotate import _one_after_another, side_by_side
 
     assert side_by_side(["openai/gpt-4o-mini", "scripted/perturber"])
     assert not side_by_side(["local/qwen2.5-coder-1.5b", "local/qwen2.5-coder-1.5b"])

@@ -110,7 +110,7 @@ def team_run(request, prefect_harness, tmp_path_factory, docker_sandbox):
 def _inject_pure(team_run, mode: str, perturber: str, budget: Budget):
     from rootstep.annotation import inject_fault
     from rootstep.flows._session import open_session
-    from rootstep.flows.annotate import _chat, _replay_fn
+    from rootstep.flows._searches import annotator_chat as _chat, search_replay as _replay_fn
 
     with open_session(team_run["warehouse"]) as session:
         run = session.warehouse.trajectory(team_run["run_id"])
@@ -128,7 +128,7 @@ def test_a_blind_one_shot_corruption_is_corrected_by_the_team(team_run):
 def _first_coder_replays(team_run):
     """The edge bug forced at the coder's first step, replayed one-step and persistent."""
     from rootstep.flows._session import open_session
-    from rootstep.flows.annotate import _replay_fn
+    from rootstep.flows._searches import search_replay as _replay_fn
     from rootstep.model import Intervention
 
     first_coder = {"ag2": 1, "smolagents": 2}[team_run["framework"]]

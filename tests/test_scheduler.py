@@ -199,7 +199,7 @@ def test_a_work_budget_cut_is_named_by_its_limit():
 
 
 def test_the_pipeline_summary_and_the_quality_views_say_which_limit_cut_which_search(tmp_path):
-    from rootstep.flows.annotate import AnnotatedRun
+    from rootstep.flows._searches import AnnotatedRun
     from rootstep.model import SearchStats
     from rootstep.flows.pipeline import PipelineReport
     from rootstep.model import Annotation, Evidence

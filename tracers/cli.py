@@ -309,3 +309,8 @@ def export_training_cmd(
     except ValueError as exc:
         fail(f"--test-fraction: {exc}")
     console.print(f"{format.value}: {counts['train']} train and {counts['test']} test examples in {out}")
+
+
+COMMANDS = {"evaluate": evaluate_cmd, "attribute": attribute_cmd, "tracer": tracer_app,
+            "export training": export_training_cmd}
+"""Mounted on `rootstep` by `rootstep.cli` (a command path -> a command or a sub-app)."""

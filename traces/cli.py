@@ -128,9 +128,11 @@ DEFAULT_IMPORT = "paths"
 """The name of `import_cmd` under `rootstep import`: hidden, run when the first argument names no command."""
 
 
-def register(import_app: typer.Typer, export_app: typer.Typer) -> None:
-    import_app.command(DEFAULT_IMPORT, hidden=True)(import_cmd)
-    import_app.command("traces", help="The same as `rootstep import PATH...` (kept for scripts that name it).")(import_cmd)
-    import_app.command("whowhen")(import_whowhen_cmd)
-    export_app.command("verdicts")(export_verdicts_cmd)
-    export_app.command("whowhen")(export_whowhen_cmd)
+COMMANDS = {
+    f"import {DEFAULT_IMPORT}": (import_cmd, {"hidden": True}),
+    "import traces": (import_cmd, {"help": "The same as `rootstep import PATH...` (kept for scripts that name it)."}),
+    "import whowhen": import_whowhen_cmd,
+    "export verdicts": export_verdicts_cmd,
+    "export whowhen": export_whowhen_cmd,
+}
+"""Mounted on `rootstep` by `rootstep.cli` (a command path -> a command, with its options, or a sub-app)."""

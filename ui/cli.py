@@ -152,3 +152,7 @@ def stop_cmd(port: Optional[int] = PortOption) -> None:
     if not stop(instance):
         _fail(f"pid {instance.pid} did not stop")
     console.print(f"stopped rootstep ui at {instance.url} (pid {instance.pid}) in {time.monotonic() - started:.1f} s")
+
+
+COMMANDS = {"ui": app}
+"""Mounted on `rootstep` by `rootstep.cli` (a command path -> a command or a sub-app)."""

@@ -1,12 +1,14 @@
 """The warehouse (Parquet + DuckDB) that stores trajectories, calls, replays and annotations.
 
-Public face: `Warehouse`, its Arrow schemas and views. The types it stores
+Public face: `Warehouse`, its Arrow schemas and views, and the flows' queues as named queries
+(`counterfactual_queue`, `inject_queue`, `recheck_queue`). The types it stores
 are `rootstep.model`'s (reading them from here still works, with a `DeprecationWarning`: plugins written
 before they moved keep loading).
 """
 
 from ._catalog import PUBLIC_VIEWS, view_statements
 from ._schemas import PARTITION_COLUMNS, SCHEMAS, annotation_from_row, llm_call_from_row
+from ._queues import counterfactual_queue, inject_queue, recheck_queue
 from ._store import DEFAULT_LOCATION, Warehouse, WriteReport, default_location
 
 
@@ -32,7 +34,10 @@ __all__ = [
     "Warehouse",
     "WriteReport",
     "annotation_from_row",
+    "counterfactual_queue",
     "default_location",
+    "inject_queue",
     "llm_call_from_row",
+    "recheck_queue",
     "view_statements",
 ]
