@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from rootstep.model import CutLimit, SearchStats, Usage
@@ -47,7 +48,7 @@ class Budget(BaseModel):
     budget; a search it cuts says so (`Cut.limit == "wall_clock"`)."""
 
     @classmethod
-    def for_annotate(cls, **limits: int | float | None) -> "Budget":
+    def for_annotate(cls, **limits: Any) -> "Budget":
         """The budget of `rootstep annotate` and of the `pipeline` flow called from Python: replays and
         analyzer calls sized to each run (`for_run`), so that a label's earliest step can be established;
         one re-ask per invalid answer; three candidates (the analyzer's ranked diagnoses, or injection
@@ -55,7 +56,7 @@ class Budget(BaseModel):
         return cls(**{"max_reasks": 1, "max_candidates": 3, **limits})
 
     @classmethod
-    def for_pipeline(cls, **limits: int | float | None) -> "Budget":
+    def for_pipeline(cls, **limits: Any) -> "Budget":
         """The budget of `rootstep pipeline`: `for_annotate` (replays and calls sized to each run) with the outer
         wall clock `PIPELINE_WALL_CLOCK` per search, so that a runaway search cannot hold up the whole run (a
         search it stops never yields a label whose earlier steps were untried: `unproven_earliest`). `limits`

@@ -287,10 +287,10 @@ class _Search:
                if a.check is not None else "")
             for a in self.attempts
         ] + [f"step {d.step} ({d.agent}): judged correct by the analyzer" for d in self.declined] + [
-            f"step {r.intervention.step}: control replayed beside a fix that did not flip "
+            f"step {r.intervention.step if r.intervention else '?'}: control replayed beside a fix that did not flip "
             f"({'flipped' if r.success_after else 'still failed' if r.success_after is False else 'decided nothing'}) "
             f"[{r.id}]" for r in spare] + [
-            f"answer_leak rejected: {x.problem[len('answer_leak: '):]}" for x in leaks] + self.notes
+            f"answer_leak rejected: {(x.problem or '')[len('answer_leak: '):]}" for x in leaks] + self.notes
         metadata: dict[str, Any] = {
             "search": search,
             "attempted_steps": [a.diagnosis.step for a in self.attempts],
@@ -306,7 +306,7 @@ class _Search:
         stats = self.meter.stats()
         if self.meter.cut is not None:
             evidence_notes.append(f"cut: {self.meter.cut.reason} (it stopped {self.meter.cut.stopped})")
-        common = dict(run_id=t.id, framework=t.framework, benchmark=t.benchmark, method="counterfactual",
+        common: dict[str, Any] = dict(run_id=t.id, framework=t.framework, benchmark=t.benchmark, method="counterfactual",
                       annotator=model_name(self.analyzer, "analyzer"), cost=self.meter.cost(),
                       answer_leaks=len(leaks), search_stats=stats)
         finding = self.no_agent_error

@@ -217,7 +217,7 @@ def _team_view(trajectory: Trajectory, step: Step, task: Task | None, verdict: V
     tests_are_visible = False
     if task is not None and task.kind == "coding":
         total = details.get("total")
-        tests_are_visible = bool(total) and bool(visible) and int(total) <= len(visible)
+        tests_are_visible = total is not None and bool(total) and bool(visible) and int(total) <= len(visible)
         omega = (f"the benchmark's tests run on the final code, and they are exactly the {total} visible examples "
                  "below" if tests_are_visible else
                  f"the benchmark's own tests ({total} of them) run on the final code; they cover edge cases and "
@@ -250,7 +250,7 @@ class _Injection:
         self.points: list[int] = []
         self.acts_later = False
         self.flipped: tuple[InjectionAttempt, Trajectory] | None = None
-        self.base = {"question": context.question or trajectory.question,
+        self.base: dict[str, Any] = {"question": context.question or trajectory.question,
                      "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
                      "steps": render_steps(trajectory, max_prompt_chars=max_prompt_chars, compact=True)[0],
                      "agents": trajectory.agents}
@@ -337,14 +337,20 @@ class _Injection:
             shown = next(x for x in self.base["steps"] if x["index"] == index)
             shown = {**shown, "content": shown["full"]}  # the step to corrupt, whole (the run shows it compact)
             team = _team_view(t, step, view_task, t.verdict)
-            corruption, why = ask_valid(
+
+            def validate(answer: str, step: Step = step, tried: set[tuple[int, str]] = tried) -> tuple[
+                    Corruption | Literal[False] | None, str | None]:
+                return validate_corruption_at(step, answer, tried, need_instruction=mode != "team_aware",
+                                              planted=self.planted)
+
+            found: tuple[Corruption | Literal[False] | None, str | None] = ask_valid(
                 self.perturber,
                 lambda prev, problem: render("perturber_at_step.j2", **self.base, step=shown, team=team,
                                              persistent=mode != "team_aware", previous_answer=prev, problem=problem),
-                lambda answer: validate_corruption_at(step, answer, tried, need_instruction=mode != "team_aware",
-                                                      planted=self.planted),
+                validate,
                 self.meter, self.asked, "perturber_at_step.j2",
             )
+            corruption, why = found
             if corruption is False:
                 self.notes.append(f"step {index} ({step.agent}): the perturber found no mistake the team would miss")
                 continue
@@ -384,7 +390,7 @@ class _Injection:
         stats = self.meter.stats()
         if self.meter.cut is not None:
             self.notes.append(f"cut: {self.meter.cut.reason} (it stopped {self.meter.cut.stopped})")
-        common = dict(replays=replays, attempts=self.attempts, asked=self.asked, points=self.points, cost=cost,
+        common: dict[str, Any] = dict(replays=replays, attempts=self.attempts, asked=self.asked, points=self.points, cost=cost,
                       stats=stats)
         if self.flipped is None:
             self.notes.append(f"no corruption flipped the run ({len(self.attempts)} tried)")

@@ -58,7 +58,7 @@ class ChatLike(Protocol):
     is read as a before/after difference.
     """
 
-    def __call__(self, prompt: str) -> str: ...
+    def __call__(self, prompt: "str | list[dict[str, Any]]") -> str: ...
     """A list of messages (`retake_step`) is sent as the whole conversation."""
 
 
@@ -143,7 +143,7 @@ def _sample_reasks(chat: ChatLike) -> None:
 
 def ask_valid(
     chat: ChatLike,
-    render_prompt: Callable[[str | None, str | None], str],
+    render_prompt: Callable[[str | None, str | None], "str | list[dict[str, Any]]"],
     validate: Callable[[str], "tuple[T | None, str | None]"],
     meter: Meter,
     log: list[Asked],
@@ -276,7 +276,10 @@ def work_form(text: str) -> WorkForm:
         if program is None:
             return WorkForm(" ".join(text.split()), (), frozenset())
         return WorkForm("", (program[0],), program[1])
-    prose, code, comments, end = [], [], set(), 0
+    prose: list[str] = []
+    code: list[str] = []
+    comments: set[str] = set()
+    end = 0
     for block in blocks:
         prose.append(text[end:block.start])
         end = block.end
@@ -591,26 +594,34 @@ class NoAgentError(BaseModel):
     """Where the task's verifier itself accepts that step's answer (`right_answer_in`), or None."""
 
 
-def _check_step(trajectory: Trajectory, raw_step: Any, raw_agent: Any, expect: int | None) -> tuple[Step | None, str | None]:
+def agent_step_at(trajectory: Trajectory, raw_step: Any, field: str, expect: int | None = None,
+                  changed: str = "corrected") -> tuple[Step | None, str | None]:
+    """The agent step a proposal's `field` names, or the problem to state: not an integer, not the step asked
+    about (`expect`), no such step, or not an agent step (only agent steps can be `changed`)."""
     n = len(trajectory.steps)
     index = as_index(raw_step)
     if index is None:
-        return None, f"mistake_step must be an integer step number, got {raw_step!r}"
+        return None, f"{field} must be an integer step number, got {raw_step!r}"
     if expect is not None and index != expect:
-        return None, f"you were asked about step {expect}, not step {index}; mistake_step must be {expect}"
+        return None, f"you were asked about step {expect}, not step {index}; {field} must be {expect}"
     if not 0 <= index < n:
         return None, f"step {index} does not exist: the run has steps 0..{n - 1}"
     step = trajectory.steps[index]
     if step.kind != "agent":
         agent_steps = [s.index for s in trajectory.steps if s.kind == "agent"]
-        return None, (
-            f"step {index} is a {step.kind} step (by {step.agent}), not an agent step; only agent steps can be "
-            f"corrected (agent steps: {agent_steps})"
-        )
+        return None, (f"step {index} is a {step.kind} step (by {step.agent}), not an agent step; only agent steps can "
+                      f"be {changed} (agent steps: {agent_steps})")
+    return step, None
+
+
+def _check_step(trajectory: Trajectory, raw_step: Any, raw_agent: Any, expect: int | None) -> tuple[Step | None, str | None]:
+    step, problem = agent_step_at(trajectory, raw_step, "mistake_step", expect)
+    if step is None:
+        return None, problem
     if not isinstance(raw_agent, str) or not raw_agent.strip():
-        return None, f"mistake_agent is missing; step {index} was taken by {step.agent}"
+        return None, f"mistake_agent is missing; step {step.index} was taken by {step.agent}"
     if match_agent(raw_agent, [step.agent]) is None:
-        return None, f"step {index} was taken by {step.agent}, not by {raw_agent!r}"
+        return None, f"step {step.index} was taken by {step.agent}, not by {raw_agent!r}"
     return step, None
 
 
@@ -667,8 +678,8 @@ def validate_diagnosis(
     if may_decline and data.get("fix_needed") is False:
         if expect_step is None:
             return None, "fix_needed false is only allowed when asked about one step"
-        step = trajectory.steps[expect_step]
-        return Diagnosis(step=step.index, agent=step.agent, reason=str(data.get("reason") or ""), declined=True,
+        asked = trajectory.steps[expect_step]
+        return Diagnosis(step=asked.index, agent=asked.agent, reason=str(data.get("reason") or ""), declined=True,
                          source="earlier"), None
     for key in ("mistake_step", "mistake_agent", "suggested_fix"):
         if key not in data:
@@ -738,7 +749,7 @@ class FixProposer:
         if limits:
             feedback += ("\nENVIRONMENT LIMITS (what the run's code could not use; the run failed on the environment "
                          "there, and a corrected step must do without it):\n" + "\n".join(f"- {x}" for x in limits))
-        self.base = {
+        self.base: dict[str, Any] = {
             "question": context.question or trajectory.question,
             "ground_truth": context.ground_truth if context.ground_truth is not None else trajectory.ground_truth,
             "feedback": feedback,
@@ -752,12 +763,15 @@ class FixProposer:
         test-474 the 1.5B's retake looped to its 856-token room twice, 89 s and 139 s, the same answer)."""
 
     def ask_ranked(self, failed: list[dict[str, Any]], tested: set[tuple[int, str]]) -> tuple[Diagnosis | NoAgentError | None, str | None]:
-        diagnosis, why = ask_valid(
+        def validate(answer: str) -> tuple[Diagnosis | NoAgentError | None, str | None]:
+            return validate_diagnosis(self.trajectory, answer, tested=tested, fix_problem=self.fix_problem, rewrite=True)
+
+        found: tuple[Diagnosis | NoAgentError | None, str | None] = ask_valid(
             self.analyzer,
             lambda prev, problem: render("analyzer.j2", **self.base, failed=failed, previous_answer=prev, problem=problem),
-            lambda answer: validate_diagnosis(self.trajectory, answer, tested=tested, fix_problem=self.fix_problem, rewrite=True),
-            self.meter, self.asked, "analyzer.j2",
+            validate, self.meter, self.asked, "analyzer.j2",
         )
+        diagnosis, why = found
         if isinstance(diagnosis, Diagnosis):
             return self.written(diagnosis, tested)
         return diagnosis, why
@@ -775,13 +789,17 @@ class FixProposer:
                               "asked for its correction, not whether it is correct")
         shown = next(s for s in self.base["steps"] if s["index"] == step.index)
         shown = {**shown, "content": shown["full"]}  # the step asked about, whole (the run shows it compact)
+        def validate(answer: str) -> tuple[Diagnosis | None, str | None]:
+            found, problem = validate_diagnosis(self.trajectory, answer, expect_step=step.index, may_decline=not require_fix,
+                                                tested=tested, fix_problem=self.fix_problem, rewrite=True)
+            assert not isinstance(found, NoAgentError)  # only the whole run's diagnosis may find no agent error
+            return found, problem
+
         diagnosis, why = ask_valid(
             self.analyzer,
             lambda prev, problem: render("analyzer_at_step.j2", **self.base, failed=failed, step=shown,
                                          require_fix=require_fix, previous_answer=prev, problem=problem),
-            lambda answer: validate_diagnosis(self.trajectory, answer, expect_step=step.index,
-                                              may_decline=not require_fix, tested=tested, fix_problem=self.fix_problem, rewrite=True),
-            self.meter, self.asked, "analyzer_at_step.j2",
+            validate, self.meter, self.asked, "analyzer_at_step.j2",
         )
         if diagnosis is not None and not diagnosis.declined:
             diagnosis, why = self.written(diagnosis, tested)
@@ -1003,16 +1021,9 @@ def validate_corruption(trajectory: Trajectory, answer: str, tried: set[tuple[in
     for key in ("step", "corrupted_content", "description"):
         if key not in data:
             return None, f"the JSON object has no {key!r} key"
-    index = as_index(data["step"])
-    n = len(trajectory.steps)
-    if index is None:
-        return None, f"step must be an integer step number, got {data['step']!r}"
-    if not 0 <= index < n:
-        return None, f"step {index} does not exist: the run has steps 0..{n - 1}"
-    step = trajectory.steps[index]
-    if step.kind != "agent":
-        agent_steps = [s.index for s in trajectory.steps if s.kind == "agent"]
-        return None, f"step {index} is a {step.kind} step, not an agent step; only agent steps can be corrupted (agent steps: {agent_steps})"
+    step, problem = agent_step_at(trajectory, data["step"], "step", changed="corrupted")
+    if step is None:
+        return None, problem
     fields, problem = _corruption_fields(data, step, tried, need_instruction=False, planted=planted)
     if fields is None:
         return None, problem

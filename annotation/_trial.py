@@ -92,7 +92,7 @@ def try_intervention(
         purpose=purpose,
         result_run_id=None if result is None else result.id,
         success_before=trajectory.success if success_before is None else success_before,
-        success_after=verdict.success if decided else None,
+        success_after=verdict.success if decided and verdict is not None else None,
         cost=cost,
         divergence=outcome.divergence,
         error=outcome.error,

@@ -271,8 +271,8 @@ def team_answer(task: Task, final_answer: str | None, steps: Sequence[Step], ans
         if step.kind not in ("tool", "environment"):
             continue
         raw = (step.observation or step.content or "").strip()
-        code = _EXIT_CODE.match(raw)
-        if not code or int(code.group(1)) != 0:
+        exit_code = _EXIT_CODE.match(raw)
+        if not exit_code or int(exit_code.group(1)) != 0:
             continue  # not a program's run (a reply such as "No code block was found"), or a run that failed
         output = printed_output(raw)
         if output:

@@ -197,7 +197,7 @@ def user_benchmarks(registry: Path | None = None) -> list[tuple[BenchmarkInfo, L
     folder = registry or user_registry_dir()
     if not folder.is_dir():
         return []
-    found = []
+    found: list[tuple[BenchmarkInfo, Loader]] = []
     for manifest in sorted(folder.glob("*.json")):
         try:
             data = json.loads(manifest.read_text(encoding="utf-8"))

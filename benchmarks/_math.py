@@ -229,7 +229,9 @@ def sympy_equal(a: str, b: str, *, timeout: float = 5.0, rel_tol: float = 1e-9) 
 
 
 def _split_top_level(s: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in s:
         if ch in "([{":
             depth += 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from typing import Any
 
 from rootstep.model import Task, Verdict
 
@@ -111,7 +112,7 @@ def numeric(answer: str | None, task: Task, *, abs_tol: float = 0.0) -> Verdict:
     if expected_value is None:
         return Verdict(success=False, score=0.0, details={"error": f"ground truth {task.ground_truth!r} holds no number"})
     value, source, method = extract_number(answer or "")
-    details = {"expected": task.ground_truth, "expected_value": _show(expected_value), "method": method}
+    details: dict[str, Any] = {"expected": task.ground_truth, "expected_value": _show(expected_value), "method": method}
     if value is None:
         return Verdict(success=False, score=0.0, details=details | {"reason": "no number in the answer"})
     ok = value == expected_value if abs_tol == 0 else abs(float(value - expected_value)) <= abs_tol

@@ -21,7 +21,7 @@ from ._registry import BENCHMARKS, VERIFIERS, BenchmarkInfo, Loader, VerifierInf
 def adopt_verifier(ep: EntryPoint, obj: Any) -> tuple[str, VerifierInfo]:
     """A verifier function, or a module that registered `ep.name` when it was imported."""
     registered = VERIFIERS.entry(ep.name)
-    if registered is not None:
+    if registered is not None and registered.value is not None:
         return ep.name, registered.value
     if not callable(obj):
         raise TypeError(f"{ep.value} is not a verifier function")
@@ -31,7 +31,7 @@ def adopt_verifier(ep: EntryPoint, obj: Any) -> tuple[str, VerifierInfo]:
 def adopt_benchmark(ep: EntryPoint, obj: Any) -> tuple[str, tuple[BenchmarkInfo, Loader]]:
     """A (BenchmarkInfo, loader) pair, or a module that registered `ep.name` when it was imported."""
     registered = BENCHMARKS.entry(ep.name)
-    if registered is not None:
+    if registered is not None and registered.value is not None:
         return ep.name, registered.value
     if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], BenchmarkInfo) and callable(obj[1]):
         info = obj[0].model_copy(update={"builtin": False})

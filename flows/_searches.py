@@ -174,21 +174,12 @@ class _Limited:
             raise AttributeError(name)
         return getattr(self.chat, name)
 
-    @property
-    def temperature(self) -> float:
-        return self.chat.temperature
-
-    @temperature.setter
-    def temperature(self, value: float) -> None:
-        self.chat.temperature = value
-
-    @property
-    def max_tokens(self) -> int:
-        return self.chat.max_tokens
-
-    @max_tokens.setter
-    def max_tokens(self, value: int) -> None:
-        self.chat.max_tokens = value
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A setting (`temperature`, `max_tokens`) is the chat's: the searches set it for a call or a block."""
+        if name in ("chat", "session"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.chat, name, value)
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         with self.session.scheduler.call(self.chat.model):

@@ -191,6 +191,8 @@ class Registry(Generic[T]):
             self._load_entry_points()
 
     def _load_entry_points(self) -> None:
+        if not self.group:
+            return
         for ep in entry_points(group=self.group):
             key, source = f"{self.group}:{ep.name}", entry_point_dist(ep)
             self._loading = Origin.ENTRY_POINT

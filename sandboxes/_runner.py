@@ -53,25 +53,28 @@ def _oom_kills():
     return None
 
 
-def _kill_others():
-    """SIGKILL every process but this one (kill(-1) from PID 1), then reap them all."""
+def _children_alive():
+    """Reap every child that has exited; whether any is still running."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _kill_others(proc=None):
+    """SIGKILL every process but this one (kill(-1) from PID 1), then reap them all; `proc`, the main child, is
+    reaped by its own `wait` (which reads its exit status) before the others."""
     for _ in range(50):
         try:
             os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         except OSError:
             pass
-        alive = False
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                alive = True
-                break
-        if not alive:
+        if proc is not None:
+            proc.wait()
+        if not _children_alive():
             return
         time.sleep(0.005)
 
@@ -171,10 +174,10 @@ def _run(req):
         if not exited and proc.poll() is not None:
             # The main process is done: whatever it left running dies now, so the pipes reach EOF.
             exited = True
-            _kill_others_keep(proc)
+            _kill_others(proc)
         if now >= deadline and not timed_out and not exited:
             timed_out = exited = True
-            _kill_others_keep(proc)
+            _kill_others(proc)
         if exited:
             drain_until = drain_until or now + 2.0
             if now > drain_until:
@@ -210,28 +213,6 @@ def _run(req):
         "output_truncated": truncated,
         "error": None,
     }
-
-
-def _kill_others_keep(proc):
-    """Kill every process but the runner; the main child is reaped by proc.wait, not here."""
-    for _ in range(50):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.wait()
-        others = False
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                others = True
-                break
-        if not others:
-            return
-        time.sleep(0.005)
 
 
 def _relay(port, path):

@@ -524,7 +524,7 @@ def test_injection_reasks_an_invalid_perturber_answer():
     perturber = Recorder("inj-invalid", lambda p, n: answers[n])
     result = inject_fault(run, perturber.chat, ledger.replay, programmatic=False, mode="one_shot")
     assert result.annotation.step == 5
-    assert "step 2 is a tool step, not an agent step" in perturber.prompts[1]
+    assert "step 2 is a tool step (by calculator), not an agent step; only agent steps can be corrupted" in perturber.prompts[1]
 
 
 def test_injection_falls_back_to_programmatic_perturbations_and_respects_the_budget():

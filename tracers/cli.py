@@ -160,7 +160,7 @@ def evaluate_cmd(
         console.print(f"plot written to {plot_evaluation(wh, plot)}")
 
 
-def _print_unlabelled(console: object, result: object) -> None:
+def _print_unlabelled(console: Any, result: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
