@@ -318,8 +318,9 @@ _INSTRUCTION = re.compile(
     r"^\W*(?:(?:add|change|replace|remove|modify|update|correct|fix|use|include|insert|delete|move|swap)\s+"
     r"(?:the|a|an|this|that|it|its|step|line|code|value|calculation|variable|formula|function|checks?|tests?"
     r"|conditions?|handling|validation|logic)\b"
-    r"|the (?:correct(?:ed)?|right|proper) (?:calculation|code|formula|line|computation|expression|function|"
-    r"implementation|value|approach) (?:should|would|must) be\b"
+    # "The correct value should be ...", "The correct answer should be the radius that ..." (the 1.5B's fix of an
+    # AG2 coder's step, slice of 2026-11-29, seed 7, MATH-500 geometry/456): what the work should be, not the work
+    r"|the (?:correct(?:ed)?|right|proper)(?: \w+){1,3} (?:should|would|must) be\b"
     # what the work should do instead, said of the work: "The function should return an empty list when ..."
     # (the 1.5B's whole fix of an AgentPrune programmer's code, slice of 2026-11-27, HumanEval/25)
     r"|(?:the|this|your) (?:function|code|program|solution|implementation|method|loop)"

@@ -492,6 +492,11 @@ QWEN_1_5B_DESCRIBED = [
     # fresh machine, 2026-11-28, GSM8K test-1101): the team then lost the variables it needed
     "To correctly calculate the distance run by Ahito, we need to add the distances of Amber and Micah and then "
     "subtract the distance run by Amber from the total distance run by Micah.",
+    # its fix of an AG2 coder's first step (`Answer: The radius of the sphere is 1 unit.`), replayed as the coder's
+    # message (slice of 2026-11-29, seed 7, MATH-500 geometry/456): it failed, step 1 counted as tried, and the label
+    # went to the critic's later code, whose retake flipped the run
+    "The correct answer should be the radius that satisfies the equation volume = 4 * pi * surface_area, which is "
+    "approximately 1.22 units.",
 ]
 QWEN_1_5B_PLACEHOLDER = "<the full corrupted text of step 7>"
 
