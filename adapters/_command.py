@@ -26,7 +26,7 @@ import tempfile
 import tomllib
 from datetime import timezone
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from rootstep.adapters._system import SystemFileError, SystemSpec
 from rootstep.adapters.base import Adapter, AdapterError, EpisodeTimedOut, _digest
@@ -300,14 +300,14 @@ class CommandAdapter(Adapter):
             self.build(docker_client(), report=QuietReporter())
         return super()._sandbox(server, sandbox)
 
-    def episode_metadata(self, out: dict[str, Any]) -> dict[str, Any]:
+    def episode_metadata(self, out: Mapping[str, Any]) -> dict[str, Any]:
         program = out.get("program") or {}
         return {"program": {"exit_code": program.get("exit_code"), "stderr_tail": str(program.get("stderr_tail") or "")[-1000:]}}
 
     def system_ref(self) -> SystemRef:
         return describe(self.system)
 
-    def steps_from(self, task: Task, ctx: Any, out: dict[str, Any], calls: list[LLMCall],
+    def steps_from(self, task: Task, ctx: Any, out: Mapping[str, Any], calls: list[LLMCall],
                    stats: Any) -> tuple[list[Step], list[dict[str, Any]]]:
         spec = self.system
         program = out.get("program") or {}

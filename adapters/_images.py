@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec
 from rootstep.sandboxes import RUNNER_PATH, RUNNER_SOURCE, SANDBOX_UID
@@ -118,7 +118,7 @@ class WheelhouseBuilt:
     """Mixed into an adapter whose `image` is a `WheelhouseImageSpec`: `build` makes it offline from the
     wheelhouse (`build_wheelhouse_image`)."""
 
-    image: "WheelhouseImageSpec"
+    image: ClassVar["WheelhouseImageSpec"]
 
     @classmethod
     def build(cls, client: Any, *, report: Any, force: bool = False) -> str:

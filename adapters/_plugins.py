@@ -44,13 +44,13 @@ def _system_class(path: str | os.PathLike[str]) -> type["Adapter"]:
     from rootstep.adapters._command import system_adapter
     from rootstep.adapters._system import load_system
 
-    return system_adapter(load_system(path))
+    return system_adapter(load_system(os.fspath(path)))
 
 
 def register_system(path: str | os.PathLike[str], registry: Registry[type["Adapter"]]) -> str:
     """Load a system file and register its adapter; returns its name (SystemFileError when it is bad)."""
     cls = _system_class(path)
-    registry.register(cls.name, cls, origin=Origin.SYSTEM_FILE, source=str(cls.system.path))
+    registry.register(cls.name, cls, origin=Origin.SYSTEM_FILE, source=str(cls.system.path))  # type: ignore[attr-defined]
     return cls.name
 
 

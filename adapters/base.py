@@ -42,7 +42,7 @@ import uuid
 from abc import ABC
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -230,7 +230,7 @@ class Adapter(ABC):
         """Files the episode needs besides `episode.json`, `_episode.py` and the driver."""
         return {}
 
-    def episode_metadata(self, out: DriverOutput) -> dict[str, Any]:
+    def episode_metadata(self, out: Mapping[str, Any]) -> dict[str, Any]:
         """What this framework adds to `Trajectory.metadata` from the driver's output."""
         return {}
 
@@ -238,7 +238,7 @@ class Adapter(ABC):
         """The system file this adapter runs (`Recording.system`); None for a built-in framework."""
         return None
 
-    def steps_from(self, task: Task, ctx: Any, out: DriverOutput, calls: list[LLMCall],
+    def steps_from(self, task: Task, ctx: Any, out: Mapping[str, Any], calls: list[LLMCall],
                    stats: Any) -> tuple[list[Step], list[dict[str, Any]]]:
         """The trajectory's steps from the driver's output and the run's journaled calls (`link_steps`)."""
         return link_steps(out.get("steps", []), calls)
@@ -433,8 +433,9 @@ class Adapter(ABC):
             # container or the Docker daemon failing (infrastructure, so the flows retry it)
             raise AdapterError(f"{self.name} episode {ctx.run_id}: the sandbox failed: {type(exc).__name__}: {exc}") from exc
         finally:
-            if owned:
-                box.close()
+            close = getattr(box, "close", None) if owned else None  # a sandbox this call made (DockerSandbox)
+            if close is not None:
+                close()
             stats = gateway.unregister(ctx.run_id)
         duration = time.monotonic() - clock
         out = _parse_output(result.stdout)
@@ -522,7 +523,7 @@ def link_steps(raw_steps: list[DriverStep], calls: list[LLMCall]) -> tuple[list[
         steps.append(Step(
             index=index,
             agent=str(raw.get("agent") or "unknown"),
-            kind=raw.get("kind", "agent"),
+            kind=cast(StepKind, raw.get("kind", "agent")),  # checked by Step
             content=str(raw.get("content") or ""),
             role=raw.get("role"),
             tool_calls=list(raw.get("tool_calls") or []),

@@ -159,10 +159,12 @@ def open_runner(runner: Runner | None, session: "Session") -> Iterator[Placement
             run_setup(runner.setup)
         yield Placement(session)
         return
+    assert runner is not None  # a remote runner (the thread runner returned above)
     worker = WorkerSpec(limits=session.limits, adapter_options=session.adapter_options, setup=runner.setup)
     with ExitStack() as stack:
         _, task_runner_class = _import_extra(runner.kind)
         resolved = stack.enter_context(start_cluster(runner))
+        assert resolved is not None  # start_cluster yields the runner it was given, with its cluster's address
         task_runner = task_runner_class(address=resolved.address)
         _prefect_api_for_workers(stack)
         stack.enter_context(task_runner)

@@ -242,7 +242,7 @@ def search_replay(session: Session, trajectory: Trajectory, captured: list[Traje
     adapter_for(trajectory)  # a system file's run: its system is registered here too
     adapter = session.adapter(trajectory.framework)
     recorded = _recorded(session, trajectory, recorded)
-    inner = adapter_replay(adapter, trajectory, **({"recorded": recorded} if recorded else {}))
+    inner = adapter_replay(adapter, trajectory, recorded=recorded) if recorded else adapter_replay(adapter, trajectory)
     model = trajectory.model or DEFAULT_MODEL
 
     def replay(intervention: Any) -> tuple[Trajectory, Any, ReplayOutcome]:

@@ -81,7 +81,7 @@ class Stopped(RuntimeError):
 class Session:
     """The shared state of one flow run (see the module docstring)."""
 
-    __slots__ = ("warehouse", "gateway", "server", "limits", "sandbox", "adapter_options", "_owner", "lock",
+    __slots__ = ("_warehouse", "_gateway", "_server", "limits", "sandbox", "adapter_options", "_owner", "lock",
                  "scheduler", "_verify_sandbox", "_verifier", "_stopping", "__weakref__")
 
     def __init__(self, warehouse: Warehouse | None, gateway: "Gateway | None", server: "GatewayServer | None", *,
@@ -89,20 +89,41 @@ class Session:
                  adapter_options: dict[str, Any] | None = None, shared: "Session | None" = None):
         """`shared`: a session whose lock, scheduler and verification sandbox this one uses (a worker
         process's sessions, one per unit with its own gateway, share one set of limits)."""
-        self.warehouse = warehouse
-        self.gateway = gateway
-        self.server = server
+        self._warehouse = warehouse
+        self._gateway = gateway
+        self._server = server
         self.limits = limits or Limits()
         self.sandbox = sandbox
         self.adapter_options = dict(adapter_options or {})
         self._owner: Session = shared._owner if shared is not None else self
-        self.lock = self._owner.lock if shared is not None else threading.RLock()
+        self.lock: threading.RLock = self._owner.lock if shared is not None else threading.RLock()
         self._verify_sandbox: Any = sandbox
         self._verifier = verifier
         self._stopping: threading.Event = self._owner._stopping if shared is not None else threading.Event()
         self.scheduler: Scheduler = self._owner.scheduler if shared is not None else Scheduler(
             per_model=self.limits.per_model, per_local_model=self.limits.per_local_model,
             sandboxes=self.limits.sandboxes, searches=self.limits.searches, stopping=self._stopped)
+
+    @property
+    def warehouse(self) -> Warehouse:
+        """The warehouse the flow writes; a worker process's session has none (its units return what they made)."""
+        if self._warehouse is None:
+            raise RuntimeError("this session (a worker process's) has no warehouse: its units return what they "
+                               "made and the flow's own session writes it")
+        return self._warehouse
+
+    @property
+    def gateway(self) -> "Gateway":
+        if self._gateway is None:
+            raise RuntimeError("this session (a worker process's shared limits) has no gateway: a unit runs in a "
+                               "session of its own that has one")
+        return self._gateway
+
+    @property
+    def server(self) -> "GatewayServer":
+        if self._server is None:
+            raise RuntimeError("this session has no gateway server (see `gateway`)")
+        return self._server
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         return _not_shipped, ()
@@ -178,7 +199,7 @@ class Session:
         """A recorded run's calls for a replay: the gateway's journal, else the warehouse's `llm_calls` (an
         annotation flow started after the collection, with another journal)."""
         calls = self.gateway.calls(gateway_run_id)
-        if calls or self.warehouse is None:  # a worker session has no warehouse: the spec carries the calls
+        if calls or self._warehouse is None:  # a worker session has no warehouse: the spec carries the calls
             return calls
         from rootstep.warehouse import llm_call_from_row
 

@@ -24,7 +24,7 @@ import queue
 import signal
 import threading
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, Generic, Iterator, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -114,7 +114,8 @@ def unit_task(name: str, retries: int) -> Any:
     from prefect import task
     from prefect.cache_policies import NONE
 
-    return task(perform, name=name, retries=retries, retry_delay_seconds=1, retry_condition_fn=infrastructure_error,
+    return task(perform, name=name, retries=retries, retry_delay_seconds=1,  # type: ignore[call-overload]
+                retry_condition_fn=infrastructure_error,  # called as (task, task run, state): Prefect's overloads say less
                 cache_policy=NONE, persist_result=False, task_run_name="{spec.label}")
 
 
@@ -134,11 +135,11 @@ def signals_held() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        for sig in dict.fromkeys(caught):
-            signal.raise_signal(sig)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
 
 
-def gather(session: Session, pending: list[tuple[UnitSpec, Any]]) -> list[Any]:
+def gather(session: Session, pending: Sequence[tuple[UnitSpec, Any]]) -> list[Any]:
     """Store each submitted unit's outcome (`(spec, Prefect future)`) as soon as it finishes, whatever the
     order they were submitted in, and return the report rows in submission order; a unit that raised
     (after its retries), or whose outcome could not be stored, is reported by `spec.failed`. Storing in

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -19,6 +19,9 @@ from rootstep.options import WarehouseOption, fail, option_group
 
 from ._defaults import DEFAULTS
 from ._session import Limits
+
+if TYPE_CHECKING:
+    from .annotate import Stage
 
 console = Console()
 
@@ -126,8 +129,10 @@ class StageChoice(str, Enum):
     inject = "inject"
     both = "both"
 
-    def stages(self) -> list[str]:
-        return ["counterfactual", "inject"] if self is StageChoice.both else [self.value]
+    def stages(self) -> "list[Stage]":
+        if self is StageChoice.both:
+            return ["counterfactual", "inject"]
+        return ["counterfactual"] if self is StageChoice.counterfactual else ["inject"]
 
 
 class InjectMode(str, Enum):
@@ -182,7 +187,8 @@ def check_frameworks(names: Optional[list[str]]) -> Optional[list[str]]:
     return names
 
 
-def with_systems(framework: Optional[list[str]], system: Optional[list[str]], *, build: bool = True) -> Optional[list[str]]:
+def with_systems(framework: Optional[list[str]], system: Optional[Sequence[str | Path]], *,
+                 build: bool = True) -> Optional[list[str]]:
     """`--framework` names plus the `--system` files' names (registered here and for every worker this
     process starts; each image built once, with progress); a bad system file is a usage error naming it."""
     from rich.markup import escape
@@ -225,7 +231,7 @@ def build_systems(names: list[str]) -> None:
         try:
             cls.build(client, report=ConsoleReporter(False))
         except (RootstepError, SandboxUnavailableError) as exc:
-            fail(escape(f"--system {cls.system.path}: {exc}"))
+            fail(escape(f"--system {cls.system.path}: {exc}"))  # type: ignore[attr-defined]  # a system file's adapter
 
 
 def _benchmark_name(name: str, option: str = "--benchmark") -> str:

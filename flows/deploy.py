@@ -38,7 +38,7 @@ class Schedule(BaseModel):
 
 
 def default_schedules(model: str = DEFAULTS.model, warehouse: str | None = None,
-                      frameworks: list[str] | None = None, benchmarks: dict[str, int] | None = None,
+                      frameworks: list[str] | None = None, benchmarks: dict[str, int | None] | None = None,
                       cron: str = DEFAULTS.cron) -> list[Schedule]:
     """The nightly pipeline on a benchmark slice (collect, split, counterfactual, inject)."""
     params: dict[str, Any] = {"model": model}

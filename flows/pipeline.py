@@ -28,6 +28,7 @@ from ._runner import Runner, start_cluster
 from ._defaults import DEFAULTS
 from ._searches import AnnotatedRun, Causality
 from ._session import Limits, open_session
+from .annotate import Stage
 from .annotate import annotate as annotate_flow
 from .collect import CollectedRun, CollectReport
 from .collect import collect as collect_flow
@@ -66,7 +67,7 @@ class PipelineReport(BaseModel):
     def counts(self) -> dict[str, Any]:
         """Collection counts, annotation outcomes by status (re-checks apart: they re-do a label) and re-checks."""
         c = CollectReport(runs=self.collected).counts()
-        first = Counter(a.status for a in self.annotated if a.recheck_of is None)
+        first: Counter[str] = Counter(a.status for a in self.annotated if a.recheck_of is None)
         c["annotated"] = sum(first.values())
         for key, status in (("labelled", "labelled"), ("unresolved", "unresolved"),
                             ("verifier_suspect", "verifier_suspect"), ("verdict_suspect", "verdict_suspect"),
@@ -197,7 +198,11 @@ def pipeline(
                                  model=model, agent_models=agent_models, runner=runner, session=session)
         report.collected += collected.runs
         report.stage_seconds["collect"] = round(time.perf_counter() - clock, 3)
-        stages = [name for name, on in (("counterfactual", counterfactual), ("inject", inject)) if on]
+        stages: list[Stage] = []
+        if counterfactual:
+            stages.append("counterfactual")
+        if inject:
+            stages.append("inject")
         if stages or recheck:  # on the runs just collected
             annotated = annotate_flow(
                 stages, analyzer_model, perturber_model, frameworks=frameworks,

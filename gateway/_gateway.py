@@ -384,12 +384,12 @@ class Gateway:
                 call = self._row(run, agent, digest, counter, meta, body, response, mode, time.perf_counter() - started,
                                  source=source)
                 yield {"call_id": call.id}
-                chunks = list(to_chunks(response))
-                for chunk in chunks[:-1]:
+                served_chunks = list(to_chunks(response))
+                for chunk in served_chunks[:-1]:
                     yield chunk
                 self._write(run, call)
                 done = True
-                yield chunks[-1]
+                yield served_chunks[-1]
                 return
             chunks: list[dict[str, Any]] = []
             body = self._provider_body(run, agent, body)

@@ -8,7 +8,7 @@ model shares the verifying model's vocabulary (`_local_model.same_vocabulary`).
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
@@ -17,7 +17,7 @@ class GGUFError(ValueError):
     """The file is not a GGUF file this reader understands (or not the vocabulary asked for)."""
 
 
-def _read(f: BinaryIO, fmt: str) -> object:
+def _read(f: BinaryIO, fmt: str) -> Any:
     size = struct.calcsize("<" + fmt)
     return struct.unpack("<" + fmt, f.read(size))[0]
 

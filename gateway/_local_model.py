@@ -454,17 +454,17 @@ class LocalLLM(CustomLLM):
     @staticmethod
     def _whole(response: ModelResponse) -> Iterator[dict[str, Any]]:
         """A whole answer as stream chunks: its text, then each tool call, then the finish with usage."""
-        message, usage = response.choices[0].message, response.usage
+        message, usage = response.choices[0].message, getattr(response, "usage", None)  # set on every completion
         if message.content:
             yield {"text": message.content, "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
                    "tool_use": None}
         for i, call in enumerate(message.tool_calls or []):
             yield {"text": "", "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
                    "tool_use": {"id": call.id, "type": "function", "index": i,
-                                "function": {"name": call.function.name, "arguments": call.function.arguments}}}
+                                "function": {"name": call.function.name, "arguments": call.function.arguments}}}  # type: ignore[union-attr]
         yield {"text": "", "is_finished": True, "finish_reason": response.choices[0].finish_reason or "stop",
-               "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                         "total_tokens": usage.total_tokens}, "index": 0, "tool_use": None}
+               "usage": {k: getattr(usage, k, 0) or 0 for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+               "index": 0, "tool_use": None}
 
     def stream_command(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any],
                        stop: threading.Event | None = None) -> Iterator[dict[str, Any]]:
@@ -504,22 +504,24 @@ class LocalLLM(CustomLLM):
         finally:
             stop.set()  # a consumer that stops early stops the generation at the next token
 
-    def streaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose, encoding,
+    def streaming(  # type: ignore[override]  # litellm passes its arguments positionally; chunks are dicts
+            self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose, encoding,
                   api_key, logging_obj, optional_params, *args, **kwargs) -> Iterator[dict[str, Any]]:
         yield from self.stream_command(model, messages, optional_params)
 
-    async def astreaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
+    async def astreaming(  # type: ignore[override]  # as `streaming`
+            self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                          encoding, api_key, logging_obj, optional_params, *args, **kwargs) -> AsyncIterator[dict[str, Any]]:
         stop = threading.Event()
         chunks = self.stream_command(model, messages, optional_params, stop)
-        end = object()
+        end: dict[str, Any] = {}  # a sentinel no chunk is (compared by identity)
         try:
             while (chunk := await asyncio.to_thread(next, chunks, end)) is not end:
                 yield chunk
         finally:
             stop.set()  # a consumer gone mid-`next` (the thread still inside the iterator) cannot close it
             try:
-                chunks.close()
+                chunks.close()  # type: ignore[attr-defined]  # a generator
             except ValueError:  # "generator already executing": the stop above ends it at the next token
                 pass
 

@@ -88,7 +88,7 @@ def forced_response(original: LLMCall, intervention: Intervention) -> dict[str, 
     original's are kept. The finish reason follows (`tool_calls` or `stop`); usage is zero, since no
     model produced it.
     """
-    response = copy.deepcopy(original.response) if original.response.get("choices") else {
+    response: dict[str, Any] = copy.deepcopy(original.response) if original.response.get("choices") else {
         "object": "chat.completion",
         "created": int(original.created_at.timestamp()),
         "model": original.model,

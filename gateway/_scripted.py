@@ -68,7 +68,7 @@ class Script:
                     message=f"scripted/{name}: script exhausted after {len(self.responses)} responses",
                 )
             return self.responses[position % len(self.responses)]
-        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        last_user: dict[str, Any] = next((m for m in reversed(messages) if m.get("role") == "user"), {})
         text = _text(last_user.get("content"))
         for matcher, response in self.rules or []:
             hit = re.search(matcher, text) if isinstance(matcher, str) else matcher(messages)
@@ -177,31 +177,29 @@ class ScriptedLLM(CustomLLM):
                 "tool_use": {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},  # type: ignore[union-attr]
                     "index": i,
                 },
             }
-        usage = response.usage
+        usage = getattr(response, "usage", None)  # set on every scripted completion
         yield {
             "text": "",
             "is_finished": True,
             "finish_reason": response.choices[0].finish_reason,
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.total_tokens,
-            },
+            "usage": {k: getattr(usage, k, 0) or 0 for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
             "index": 0,
             "tool_use": None,
         }
 
-    def streaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose, encoding,
+    def streaming(  # type: ignore[override]  # litellm passes its arguments positionally; chunks are dicts
+            self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose, encoding,
                   api_key, logging_obj, optional_params, *args, **kwargs) -> Iterator[dict[str, Any]]:
         script = get_script(model)
         time.sleep(script.latency_s)
         yield from self._chunks(self._respond(model, messages, optional_params))
 
-    async def astreaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
+    async def astreaming(  # type: ignore[override]  # as `streaming`
+            self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                          encoding, api_key, logging_obj, optional_params, *args, **kwargs) -> AsyncIterator[dict[str, Any]]:
         script = get_script(model)
         if script.latency_s:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
 class ProgressSink(Protocol):
@@ -21,7 +21,7 @@ class ProgressSink(Protocol):
 class _RichSink:
     def __init__(self, progress: Progress):
         self._progress = progress
-        self._task: int | None = None
+        self._task: TaskID | None = None
 
     def phase(self, description: str, total: int) -> None:
         if self._task is not None:

@@ -65,7 +65,8 @@ def _tool_call_text(call: Any, width: int) -> str:
     """`name(arguments)` of a tool call in the OpenAI form or the plain {name, arguments} one."""
     if not isinstance(call, dict):
         return _cell(str(call), width or 10**9)
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    inner = call.get("function")
+    function: dict[str, Any] = inner if isinstance(inner, dict) else call
     arguments = function.get("arguments", "")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
@@ -110,14 +111,14 @@ def print_trajectory(
             title += f" · {escape(step.role)}"
         if step.metadata.get("source_id"):
             title += f" · {escape(str(step.metadata['source_id']))}"
-        if decisive:
+        if decisive and label is not None:
             title = f"★ DECISIVE ERROR ({label.method}) ★ " + title
         body = escape(content) or ("" if step.tool_calls else "[dim](empty)[/]")
         for call in step.tool_calls:
             body += ("\n" if body else "") + "[dim]tool call:[/] " + escape(_tool_call_text(call, width))
         if step.observation:
             body += "\n[dim]observation:[/] " + escape(_cell(step.observation, width or 10**9))
-        if decisive and label.evidence.reason:
+        if decisive and label is not None and label.evidence.reason:
             body += f"\n\n[bold red]reason:[/] {escape(label.evidence.reason)}"
         console.print(
             Panel(
@@ -252,7 +253,7 @@ def print_stats(console: Console, warehouse: Warehouse) -> None:
             "SELECT (SELECT count(*) FROM runs WHERE parent_run_id IS NULL) AS runs, (SELECT count(*) FROM steps WHERE run_id IN (SELECT id FROM runs WHERE parent_run_id IS NULL)) AS steps, "
             "(SELECT count(*) FROM llm_calls) AS llm_calls, (SELECT count(*) FROM replays) AS replays, "
             "(SELECT count(*) FROM labels) AS labels"
-        ).fetchone()
+        ).fetchone() or (0, 0, 0, 0, 0)
     console.print(
         f"[bold]{warehouse.location}[/]: {totals[0]} runs, {totals[1]} steps, {totals[2]} LLM calls, "
         f"{totals[3]} replays, {totals[4]} labels"

@@ -13,7 +13,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -33,7 +32,7 @@ class _PathsFirst(TyperGroup):
     """`rootstep import PATH...`: a first argument that names no subcommand is the default command's (the
     hidden `paths`); `import traces` and `import whowhen` stay as its aliases."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]  # typer's own Context
         from rootstep.traces.cli import DEFAULT_IMPORT
 
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
@@ -183,7 +182,7 @@ def run_cmd(
     from rootstep.flows.collect import CollectSpec
 
     if system is not None:
-        framework = with_systems(None, [str(system)])[0]
+        framework = (with_systems(None, [str(system)]) or [""])[0]  # the system's name (a bad file has failed)
     check_frameworks([framework])
     try:
         tasks = load_tasks(benchmark, limit=limit, seed=seed)

@@ -41,7 +41,8 @@ def _openai_calls(calls: Any) -> list[dict[str, Any]]:
     for c in calls if isinstance(calls, list) else []:
         if not isinstance(c, dict):
             continue
-        function = c.get("function") if isinstance(c.get("function"), dict) else c
+        inner = c.get("function")
+        function: dict[str, Any] = inner if isinstance(inner, dict) else c
         arguments = function.get("arguments", function.get("args", c.get("args")))
         out.append(call(function.get("name"), arguments, c.get("id") or c.get("call_id")))
     return out

@@ -18,7 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from rootstep.model import InputError, Trajectory
+from rootstep.model import InputError, StepKind, Trajectory
 from ._build import SourceStep, build_trajectory, from_iso, text_of, tool_call
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -69,7 +69,7 @@ def load_messages(data: Any, file: str, framework: str | None = None, benchmark:
             raise InputError(file, f"[{i}].content", f"expected a string, found {type(m['content']).__name__}")
         role = str(m.get("role") or "")
         name = str(m.get("name") or role or "unknown")
-        kind = "tool" if role in ("tool", "function") else "human" if _HUMAN.match(name) else "agent"
+        kind: StepKind = "tool" if role in ("tool", "function") else "human" if _HUMAN.match(name) else "agent"
         steps.append(SourceStep(agent=name, kind=kind, content=text_of(m.get("content")), source_id=f"message[{i}]",
                                 tool_calls=_calls(m), role=role or None))
     question = next((s.content for s in steps if s.kind == "human"), steps[0].content if steps else "")

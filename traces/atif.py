@@ -22,10 +22,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rootstep.model import Annotation, InputError, Trajectory
+from rootstep.model import Annotation, InputError, StepKind, Trajectory
 from ._build import SourceStep, build_trajectory, from_iso, said, text_of, tool_call
 
 SCHEMA_VERSION = "ATIF-v1.7"
+
+
+_KINDS: dict[str, StepKind] = {"system": "environment", "user": "human", "agent": "agent"}
+"""An ATIF step's `source` as the kind of step it is."""
 
 
 def is_atif(data: Any) -> tuple[bool, str]:
@@ -91,7 +95,7 @@ def _steps(trajectory: dict[str, Any], where: str, out: list[SourceStep], readin
         tool_results = [r for r in results if isinstance(r.get("extra"), dict) and "rootstep_step" in r["extra"]]
         observation = "\n".join(text_of(r.get("content")) for r in results if r.get("content") and r not in tool_results) or None
         extra = step.get("extra") or {}
-        kind = {"system": "environment", "user": "human", "agent": "agent"}[step["source"]]
+        kind = _KINDS[step["source"]]
         details: dict[str, Any] = {"atif_step_id": step["step_id"], "atif_trajectory": ident}
         if isinstance(step.get("metrics"), dict) and step["metrics"]:
             details["usage"] = step["metrics"]  # prompt/completion tokens, cost_usd as the source counted them
@@ -186,7 +190,7 @@ def to_atif(run_id: str, trajectory: Trajectory, verdict: Annotation | None = No
             step["extra"]["rootstep_verdict"] = {"decisive": True, "agent": verdict.agent, "reason": verdict.evidence.reason}
         steps.append(step)
         last_agent = step if source == "agent" else None
-    extra = {"framework": trajectory.framework, "benchmark": trajectory.benchmark, "task_id": trajectory.task_id,
+    extra: dict[str, Any] = {"framework": trajectory.framework, "benchmark": trajectory.benchmark, "task_id": trajectory.task_id,
              "question": trajectory.question, "ground_truth": trajectory.ground_truth, "final_answer": trajectory.final_answer,
              "rootstep_run_id": run_id}
     if verdict is not None:

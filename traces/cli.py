@@ -26,7 +26,7 @@ FILES_LISTED = 20
 """An import of more files than this prints a count per format instead of a line per file (warnings still
 name their file)."""
 
-VerdictFormat = Enum("VerdictFormat", {name: name for name in VERDICT_FORMATS}, type=str)
+VerdictFormat = Enum("VerdictFormat", {name: name for name in VERDICT_FORMATS}, type=str)  # type: ignore[misc]  # the exporter's own list
 _IMPORTED = "json_extract_string(metadata, '$.trace.format') IS NOT NULL"
 
 

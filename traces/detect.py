@@ -87,8 +87,8 @@ def read_json(path: Path) -> Any:
             return records
         if whole.pos >= len(text.rstrip()) or _runs_to_the_end(whole):
             end = whole.pos if whole.pos >= len(text.rstrip()) else len(text)  # a cut string: the text's end
-            line, column = text.count("\n", 0, end) + 1, end - (text.rfind("\n", 0, end) + 1) + 1
-            raise InputError(file, "<json>", f"the file ends early (truncated?): the JSON stops at line {line}, "
+            at_line, column = text.count("\n", 0, end) + 1, end - (text.rfind("\n", 0, end) + 1) + 1
+            raise InputError(file, "<json>", f"the file ends early (truncated?): the JSON stops at line {at_line}, "
                                              f"column {column} (byte {len(text[:end].encode())} of {len(text.encode())}) "
                                              f"with {_open_brackets(text)} still open") from None
         raise InputError(file, "<json>", f"malformed JSON: {whole.msg} at line {whole.lineno}, column {whole.colno}") from None

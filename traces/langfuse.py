@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+from datetime import datetime, timezone
 from typing import Any
 
 from rootstep.model import InputError, Trajectory, Verdict
@@ -53,8 +54,9 @@ def is_langfuse(data: Any) -> tuple[bool, str]:
 
 def _attributes(o: dict[str, Any]) -> dict[str, Any]:
     """The OTel attributes the server kept in the observation's metadata (`metadata.attributes`)."""
-    meta = o.get("metadata") if isinstance(o.get("metadata"), dict) else {}
-    return meta.get("attributes") if isinstance(meta.get("attributes"), dict) else {}
+    meta = o.get("metadata")
+    attributes = meta.get("attributes") if isinstance(meta, dict) else None
+    return attributes if isinstance(attributes, dict) else {}
 
 
 def _langgraph(o: dict[str, Any]) -> str | None:
@@ -132,7 +134,7 @@ def load(data: Any, file: str, framework: str | None = None, benchmark: str | No
     by_id = {o["id"]: o for o in observations}
     out = []
     for trace_id, members in group(observations, lambda o: o["traceId"]).items():
-        members.sort(key=lambda o: from_iso(o["startTime"]))
+        members.sort(key=lambda o: from_iso(o["startTime"]) or datetime.min.replace(tzinfo=timezone.utc))  # checked above
         roots = [o for o in members if o.get("parentObservationId") not in by_id]
         root = roots[0]
 
@@ -202,8 +204,9 @@ def _framework(members: list[dict[str, Any]]) -> str:
     if any(_langgraph(o) for o in members):
         return "langgraph"
     for o in members:
-        meta = o.get("metadata") if isinstance(o.get("metadata"), dict) else {}
-        scope = (meta.get("scope") or {}).get("name") if isinstance(meta.get("scope"), dict) else None
+        meta = o.get("metadata")
+        found = meta.get("scope") if isinstance(meta, dict) else None
+        scope = found.get("name") if isinstance(found, dict) else None
         if _SCOPES.get(str(scope)):
             return str(_SCOPES[str(scope)])
     return "langfuse"

@@ -112,7 +112,8 @@ def _usage(run: dict[str, Any]) -> tuple[int, int, float]:
     if run.get("prompt_tokens") or run.get("completion_tokens"):
         return int(run.get("prompt_tokens") or 0), int(run.get("completion_tokens") or 0), cost
     usage = _metadata(run).get("usage_metadata")
-    outputs = run.get("outputs") if isinstance(run.get("outputs"), dict) else {}
+    found = run.get("outputs")
+    outputs: dict[str, Any] = found if isinstance(found, dict) else {}
     if not usage and isinstance(outputs.get("generations"), list) and outputs["generations"]:
         first = outputs["generations"][0]
         first = first[0] if isinstance(first, list) and first else first

@@ -331,7 +331,7 @@ def _tool_arguments(span: Span) -> Any:
 def _step(span: Span, by_id: dict[str, Span]) -> SourceStep:
     a = span.attributes
     agent = agent_of(span, by_id)
-    extra = {"trace_id": span.trace_id, "span_name": span.name}
+    extra: dict[str, Any] = {"trace_id": span.trace_id, "span_name": span.name}
     if span.kind == "tool":
         name = str(a.get("gen_ai.tool.name") or a.get("tool.name") or span.name)
         result = read_message(a.get("gen_ai.tool.call.result", a.get("output.value")))

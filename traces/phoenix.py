@@ -54,7 +54,8 @@ def _nanos(value: Any, file: str, where: str) -> int:
 def _span(raw: Any, position: int, file: str) -> Span:
     if not isinstance(raw, dict):
         raise InputError(file, f"data[{position}]", f"expected a span object, found {type(raw).__name__}")
-    context = raw.get("context") if isinstance(raw.get("context"), dict) else {}
+    found = raw.get("context")
+    context: dict[str, Any] = found if isinstance(found, dict) else {}
     span_id, trace_id = context.get("span_id"), context.get("trace_id")
     if not isinstance(span_id, str) or not span_id:
         raise InputError(file, f"data[{position}].context.span_id", "missing or not a string")

@@ -79,14 +79,16 @@ def to_otlp(items: list[tuple[str, Trajectory, Annotation]]) -> dict[str, Any]:
     spans = []
     for run_id, t, v in items:
         f = _fields(run_id, t, v)
+        step = v.step
+        assert step is not None, f"{run_id}: a verdict names its step"  # the export reads labels only
         trace_id = _hex(_ids(t, v)["step_trace_id"] or f["trace_id"], 32, run_id)
-        parent = _hex(f["source_span_id"], 16, f"{run_id}/{v.step}") if f["source_span_id"] else None
-        end = t.steps[v.step].started_at if t.steps[v.step].started_at else t.started_at
+        parent = _hex(f["source_span_id"], 16, f"{run_id}/{step}") if f["source_span_id"] else None
+        end = t.steps[step].started_at if t.steps[step].started_at else t.started_at
         nanos = str(int(end.timestamp() * 1e9)) if end else "0"
         attributes = [{"key": f"rootstep.verdict.{k}", "value": _any(val)} for k, val in f.items() if val is not None]
         event = [{"key": "gen_ai.evaluation.name", "value": _any(SCORE_NAME)},
                  {"key": "gen_ai.evaluation.score.label", "value": _any(v.agent)},
-                 {"key": "gen_ai.evaluation.score.value", "value": _any(float(v.step))},
+                 {"key": "gen_ai.evaluation.score.value", "value": _any(float(step))},
                  {"key": "gen_ai.evaluation.explanation", "value": _any(v.evidence.reason or "")}]
         span = {"traceId": trace_id, "spanId": _hex(None, 16, f"verdict/{run_id}/{v.id}"), "name": "rootstep.verdict",
                 "kind": 1, "startTimeUnixNano": nanos, "endTimeUnixNano": nanos, "attributes": attributes,

@@ -304,12 +304,12 @@ def to_record(trajectory: Trajectory, label: Annotation | None) -> dict[str, Any
     entry_keys = meta.get("entry_keys") or (["content", "name", "role"])
     history = []
     for step in trajectory.steps:
-        values = {"content": step.content, "name": step.agent, "role": step.role}
+        entry: dict[str, Any] = {"content": step.content, "name": step.agent, "role": step.role}
         if step.metadata.get("null_name"):
-            values["name"] = None
-        values.update(step.metadata.get("extra", {}))
+            entry["name"] = None
+        entry.update(step.metadata.get("extra", {}))
         keys = step.metadata.get("keys", entry_keys)
-        history.append({k: values[k] for k in keys if k in values})
+        history.append({k: entry[k] for k in keys if k in entry})
     values: dict[str, Any] = {
         history_key: history,
         "question": trajectory.question,

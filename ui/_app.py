@@ -165,11 +165,13 @@ def create_app(settings: UISettings) -> Guard:
     async def attribute_submit(request: Request) -> Response:
         async with request.form(max_files=1, max_fields=20) as form:
             upload = form.get("trace")
-            values = {k: str(form.get(k) or "").strip() for k in ("run_id", "method", "model", "max_prompt_chars")}
+            values: dict[str, Any] = {k: str(form.get(k) or "").strip() for k in ("run_id", "method", "model",
+                                                                                "max_prompt_chars")}
             values["ground_truth"] = form.get("ground_truth") is not None
-            has_file = isinstance(upload, UploadFile) and bool(upload.filename)
-            data = await upload.read() if has_file else None
-            filename = upload.filename if has_file else ""
+            data: bytes | None = None
+            filename = ""
+            if isinstance(upload, UploadFile) and upload.filename:
+                data, filename = await upload.read(), upload.filename
         return await run_in_threadpool(submit, request, values, data, filename or "")
 
     def submit(request: Request, values: dict[str, Any], data: bytes | None, filename: str) -> Response:
@@ -195,7 +197,7 @@ def create_app(settings: UISettings) -> Guard:
                 trajectory, label = parse_upload(filename, data)
             except InputError as exc:
                 return attribute_page(request, 400, error=f"The upload is not a trace rootstep can read: {exc}", **values)
-            job = jobs.submit(trajectory, source=f"upload {trajectory.source.removeprefix('upload:')}",
+            job = jobs.submit(trajectory, source=f"upload {(trajectory.source or '').removeprefix('upload:')}",
                               upload_label=label, store_run=True, **options)
         else:
             try:

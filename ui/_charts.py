@@ -10,10 +10,13 @@ import io
 import re
 import threading
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 _LOCK = threading.Lock()  # matplotlib's rcParams are process-global
-_STYLE = {
+_STYLE: "dict[RcKeyType, Any]" = {
     "svg.fonttype": "none",
     "font.family": "sans-serif",
     "font.size": 9,

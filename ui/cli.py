@@ -7,7 +7,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
@@ -20,7 +20,7 @@ app = typer.Typer(help="The web UI: the corpus, a run with its evidence and repl
 PortOption = typer.Option(None, "--port", "-p", help="The server's port (default: the only one running, else 8500).")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     """The UI's errors are about a server that did not start, stop or log (`ExitCode.FAILED`)."""
     from rootstep.options import ExitCode, fail
 
