@@ -277,3 +277,14 @@ def test_following_a_run_through_the_counterfactual_search_keeps_each_phase_toge
     tiny = walk(tmp_path, ("rootstep.pkg", "start"))  # a folder under the root is a stage: rootstep.<folder>
     assert [name for _path, name in tiny] == ["start", "Helper.__init__", "Helper.go", "helper", "late"]
     assert stays_and_returns(tiny) == (3, 1)
+
+
+def test_only_the_warehouse_writes_parquet():
+    """The warehouse's tables and every Parquet export are written by the warehouse stage (`Warehouse.write_*`,
+    `rootstep.warehouse.write_parquet`): no other stage imports the Parquet writer."""
+    found = [f"{path.relative_to(ROOT)}:{line}" for stage in STAGES if stage != "warehouse"
+             for path in sorted((ROOT / stage).rglob("*.py"))
+             for line, module, names in _imports(stage, path)
+             if module == "pyarrow.parquet" or (module == "pyarrow" and "parquet" in names)]
+    assert found == []
+    assert any(module == "pyarrow.parquet" for line, module, _ in _imports("warehouse", ROOT / "warehouse" / "export.py"))

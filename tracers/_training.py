@@ -12,16 +12,13 @@ land on the same side, so a test score never rewards memorising a task.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rootstep.prompts import render, render_steps
-from rootstep.warehouse import Warehouse
+from rootstep.warehouse import Warehouse, write_jsonl, write_parquet
 
 
 TrainingFormat = Literal["sft", "grpo"]
@@ -95,17 +92,7 @@ def export_training(
                 }
             )
     for split, split_rows in rows.items():
-        _write_jsonl(out / f"{split}.jsonl", split_rows)
+        write_jsonl(out / f"{split}.jsonl", split_rows)
         if format == "grpo":
-            tmp = out / f".{split}.parquet.tmp"
-            pq.write_table(pa.Table.from_pylist(split_rows), tmp)
-            os.replace(tmp, out / f"{split}.parquet")
+            write_parquet(out / f"{split}.parquet", pa.Table.from_pylist(split_rows))
     return {split: len(split_rows) for split, split_rows in rows.items()}
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)

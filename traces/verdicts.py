@@ -18,13 +18,12 @@ kept), the trace id, the reason and the method.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
 from rootstep.model import Annotation, Trajectory, content_id
-from rootstep.warehouse import Warehouse, annotation_from_row
+from rootstep.warehouse import Warehouse, annotation_from_row, write_text
 from .atif import to_atif
 
 VERDICT_FORMATS = ("otlp", "langfuse", "phoenix", "atif")
@@ -129,13 +128,6 @@ def to_phoenix(items: list[tuple[str, Trajectory, Annotation]]) -> dict[str, Any
     return {"data": data}
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def export_verdicts(warehouse: Warehouse, out: str | Path, format: str = "otlp", where: str = "true",
                     params: Sequence[Any] | None = None) -> int:
     """Write the verdicts of the selected runs to `out` (a file; a folder for `atif`); returns how many."""
@@ -145,8 +137,8 @@ def export_verdicts(warehouse: Warehouse, out: str | Path, format: str = "otlp",
     out = Path(out)
     if format == "atif":
         for run_id, t, v in items:
-            _write(out / f"{run_id}.json", json.dumps(to_atif(run_id, t, v), indent=1, ensure_ascii=False) + "\n")
+            write_text(out / f"{run_id}.json", json.dumps(to_atif(run_id, t, v), indent=1, ensure_ascii=False) + "\n")
         return len(items)
     document = {"otlp": to_otlp, "langfuse": to_langfuse, "phoenix": to_phoenix}[format](items)
-    _write(out, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    write_text(out, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
     return len(items)

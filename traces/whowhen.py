@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from ._import import ImportReport
 from rootstep.model import Annotation, Evidence, InputError, Step, StepKind, Trajectory, Verdict
-from rootstep.warehouse import Warehouse, annotation_from_row
+from rootstep.warehouse import Warehouse, annotation_from_row, write_text
 
 AG_FRAMEWORK, AG_BENCHMARK, AG_DIR = "captainagent", "whowhen-algorithm-generated", "Algorithm-Generated"
 HC_FRAMEWORK, HC_BENCHMARK, HC_DIR = "magentic-one", "whowhen-hand-crafted", "Hand-Crafted"
@@ -343,10 +343,6 @@ def export_whowhen(warehouse: Warehouse, out: str | Path, where: str = "true", p
         folder = {"algorithm-generated": AG_DIR, "hand-crafted": HC_DIR}.get(meta.get("subset"), trajectory.benchmark)
         name = meta.get("file") or f"{run_id}.json"
         label = labels.get(run_id)
-        target = out / folder / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(dumps_record(to_record(trajectory, label), trajectory), encoding="utf-8")
-        os.replace(tmp, target)
+        write_text(out / folder / name, dumps_record(to_record(trajectory, label), trajectory))
         n += 1
     return n

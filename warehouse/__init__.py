@@ -1,7 +1,9 @@
 """The warehouse (Parquet + DuckDB) that stores trajectories, calls, replays and annotations.
 
 Public face: `Warehouse`, its Arrow schemas and views, and the flows' queues as named queries
-(`counterfactual_queue`, `inject_queue`, `recheck_queue`). The types it stores
+(`counterfactual_queue`, `inject_queue`, `recheck_queue`), the exports (`rootstep.warehouse.export`) and the atomic
+file writers every export uses (`write_text`, `write_jsonl`, `write_parquet`). The warehouse's files are written here
+only: other stages write through `Warehouse.write_*`. The types it stores
 are `rootstep.model`'s (reading them from here still works, with a `DeprecationWarning`: plugins written
 before they moved keep loading).
 """
@@ -10,6 +12,7 @@ from ._catalog import PUBLIC_VIEWS, view_statements
 from ._schemas import PARTITION_COLUMNS, SCHEMAS, annotation_from_row, llm_call_from_row
 from ._queues import counterfactual_queue, inject_queue, recheck_queue
 from ._store import DEFAULT_LOCATION, Warehouse, WriteReport, default_location
+from .export import write_jsonl, write_parquet, write_text
 
 
 
@@ -40,4 +43,7 @@ __all__ = [
     "llm_call_from_row",
     "recheck_queue",
     "view_statements",
+    "write_jsonl",
+    "write_parquet",
+    "write_text",
 ]

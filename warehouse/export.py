@@ -1,12 +1,15 @@
-"""Exports for other tools: plain Parquet per view, and JSONL of whole trajectories with labels."""
+"""Exports for other tools: plain Parquet per view, and JSONL of whole trajectories with labels; and the atomic file
+writers (`write_text`, `write_jsonl`, `write_parquet`) every export of rootstep uses (Who&When files, verdicts for
+tracing tools, training data), so that an interrupted export never leaves half a file."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._catalog import PUBLIC_VIEWS
@@ -14,20 +17,46 @@ from ._schemas import annotation_from_row
 from ._store import Warehouse
 
 
+def write_text(path: str | Path, text: str) -> None:
+    """`text` as the file `path`, whole or not at all (a temporary file beside it, then renamed); folders made."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
+    """One JSON object per line, written atomically (see `write_text`); returns how many."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    n = 0
+    with tmp.open("w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            n += 1
+    os.replace(tmp, path)
+    return n
+
+
+def write_parquet(path: str | Path, table: pa.Table) -> int:
+    """An Arrow table as one zstd Parquet file, written atomically (see `write_text`); returns its rows."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+    return table.num_rows
+
+
 def export_parquet(warehouse: Warehouse, out: str | Path, views: Sequence[str] = PUBLIC_VIEWS) -> dict[str, int]:
     """One unpartitioned Parquet file per view (`runs.parquet`, `labels.parquet`, ...), written atomically."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    counts: dict[str, int] = {}
     with warehouse.connect() as con:
-        for view in views:
-            table = con.sql(f"SELECT * FROM {view}").to_arrow_table()
-            target = out / f"{view}.parquet"
-            tmp = out / f".{view}.parquet.tmp"
-            pq.write_table(table, tmp, compression="zstd")
-            os.replace(tmp, target)
-            counts[view] = table.num_rows
-    return counts
+        return {view: write_parquet(out / f"{view}.parquet", con.sql(f"SELECT * FROM {view}").to_arrow_table())
+                for view in views}
 
 
 def trajectory_record(run_id: str, trajectory: Any, label: Any) -> dict[str, Any]:
@@ -39,14 +68,6 @@ def trajectory_record(run_id: str, trajectory: Any, label: Any) -> dict[str, Any
 
 def export_jsonl(warehouse: Warehouse, out: str | Path, where: str = "true", params: Sequence[Any] | None = None) -> int:
     """One JSON object per selected run: the trajectory (steps, verdict, provenance) and its label or null."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     labels = {r["run_id"]: annotation_from_row(r) for r in warehouse.rows("SELECT * FROM labels")}
-    tmp = out.with_name(f".{out.name}.tmp")
-    n = 0
-    with tmp.open("w", encoding="utf-8") as f:
-        for run_id, trajectory in warehouse.trajectories(where, params):
-            f.write(json.dumps(trajectory_record(run_id, trajectory, labels.get(run_id)), ensure_ascii=False) + "\n")
-            n += 1
-    os.replace(tmp, out)
-    return n
+    return write_jsonl(out, (trajectory_record(run_id, trajectory, labels.get(run_id))
+                             for run_id, trajectory in warehouse.trajectories(where, params)))
