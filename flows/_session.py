@@ -33,7 +33,7 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -78,6 +78,16 @@ class Stopped(RuntimeError):
     """The session was stopped (SIGINT / SIGTERM) before or while this unit ran: nothing of it is stored."""
 
 
+_T = TypeVar("_T")
+
+
+def _held(value: "_T | None", what: str) -> "_T":
+    """`value`, which a worker process's shared session (its limits only) does not hold."""
+    if value is None:
+        raise RuntimeError(f"this session (a worker process's shared limits) has no {what}")
+    return value
+
+
 class Session:
     """The shared state of one flow run (see the module docstring)."""
 
@@ -107,23 +117,15 @@ class Session:
     @property
     def warehouse(self) -> Warehouse:
         """The warehouse the flow writes; a worker process's session has none (its units return what they made)."""
-        if self._warehouse is None:
-            raise RuntimeError("this session (a worker process's) has no warehouse: its units return what they "
-                               "made and the flow's own session writes it")
-        return self._warehouse
+        return _held(self._warehouse, "a warehouse: its units return what they made and the flow's session writes it")
 
     @property
     def gateway(self) -> "Gateway":
-        if self._gateway is None:
-            raise RuntimeError("this session (a worker process's shared limits) has no gateway: a unit runs in a "
-                               "session of its own that has one")
-        return self._gateway
+        return _held(self._gateway, "a gateway: a unit runs in a session of its own that has one")
 
     @property
     def server(self) -> "GatewayServer":
-        if self._server is None:
-            raise RuntimeError("this session has no gateway server (see `gateway`)")
-        return self._server
+        return _held(self._server, "a gateway server: a unit runs in a session of its own that has one")
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         return _not_shipped, ()

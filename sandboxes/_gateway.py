@@ -15,24 +15,10 @@ import socket
 import tempfile
 import threading
 
+from ._runner import pump as _pump  # the in-container relay's copy loop
+
 CONTAINER_DIR = "/run/rootstep"
 SOCKET_NAME = "gateway.sock"
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
 
 class GatewayRelay:

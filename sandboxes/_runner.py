@@ -215,27 +215,30 @@ def _run(req):
     }
 
 
+def pump(src, dst):
+    """Copy one direction of a relayed connection until it closes, then half-close the other side (the host's
+    relay in sandboxes/_gateway.py uses this one too)."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
 def _relay(port, path):
     """Gateway relay: 127.0.0.1:port inside the container -> the host's unix socket at path."""
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", port))
     server.listen(64)
-
-    def pump(src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            try:
-                dst.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
 
     def serve():
         while True:
