@@ -56,7 +56,7 @@ def slow_endpoint():
 
 
 def _analyzer(tmp_path, monkeypatch, api_base: str, seconds: float):
-    from rootstep.flows.annotate import _chat
+    from rootstep.flows._searches import annotator_chat as _chat
 
     monkeypatch.setenv("OPENAI_API_BASE", api_base)
     monkeypatch.setenv("OPENAI_API_KEY", "x")

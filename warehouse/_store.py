@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from ._catalog import view_statements
+from ._catalog import FileColumns, view_statements
 from rootstep.model import Annotation, LLMCall, Replay, Trajectory, WarehouseError, content_id
 from ._schemas import (
     PARTITION_COLUMNS,
@@ -88,6 +88,7 @@ class Warehouse:
                 cache.mkdir(parents=True, exist_ok=True)
                 catalog = str(cache / (sha256(location.encode()).hexdigest()[:16] + ".duckdb"))
         self.catalog = catalog
+        self._file_columns: dict[tuple[str, int, int], frozenset[str]] = {}
 
     # ------------------------------------------------------------------ paths
 
@@ -232,15 +233,29 @@ class Warehouse:
 
     # ------------------------------------------------------------------ catalog and queries
 
-    def _globs(self) -> dict[str, str | None]:
+    def _globs(self) -> tuple[dict[str, str | None], dict[str, FileColumns]]:
+        """Each table's glob (None: no files yet) and, for a local warehouse, the columns its files hold."""
         globs: dict[str, str | None] = {}
+        columns: dict[str, FileColumns] = {}
         for table in SCHEMAS:
-            has_files = bool(self.table_files(table))
-            globs[table] = self._url(f"{self.table_dir(table)}/*/*/*.parquet") if has_files else None
-        return globs
+            files = self.table_files(table)
+            globs[table] = self._url(f"{self.table_dir(table)}/*/*/*.parquet") if files else None
+            if files and self.local:
+                held = [self._columns_of(f) for f in files]
+                columns[table] = FileColumns(frozenset().union(*held), frozenset.intersection(*held))
+        return globs, columns
+
+    def _columns_of(self, path: str) -> frozenset[str]:
+        """The columns one local Parquet file holds, read from its footer once per version of the file (keyed by
+        its size and modification time: a file replaced in place, as a migration may do, is read again)."""
+        stat = os.stat(path)
+        key = (path, stat.st_size, stat.st_mtime_ns)
+        if key not in self._file_columns:
+            self._file_columns[key] = frozenset(pq.read_schema(path).names)
+        return self._file_columns[key]
 
     def _create_views(self, con: duckdb.DuckDBPyConnection) -> None:
-        for statement in view_statements(self._globs()):
+        for statement in view_statements(*self._globs()):
             con.execute(statement)
 
     def refresh_catalog(self) -> None:
