@@ -321,6 +321,9 @@ _INSTRUCTION = re.compile(
     # "The correct value should be ...", "The correct answer should be the radius that ..." (the 1.5B's fix of an
     # AG2 coder's step, slice of 2026-11-29, seed 7, MATH-500 geometry/456): what the work should be, not the work
     r"|the (?:correct(?:ed)?|right|proper)(?: \w+){1,3} (?:should|would|must) be\b"
+    # "The suggested fix is to use the correct algorithm of exponentiation by squaring, ..." (the 1.5B's fix of an
+    # AgentPrune inspector's code, slice of 2026-11-29, seed 7, HumanEval/49): the fix talked about, not written
+    r"|(?:the |my |our )?(?:suggested|proposed|recommended) (?:fix|change|correction|solution) (?:is|would be)\b"
     # what the work should do instead, said of the work: "The function should return an empty list when ..."
     # (the 1.5B's whole fix of an AgentPrune programmer's code, slice of 2026-11-27, HumanEval/25)
     r"|(?:the|this|your) (?:function|code|program|solution|implementation|method|loop)"

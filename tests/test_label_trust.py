@@ -497,6 +497,10 @@ QWEN_1_5B_DESCRIBED = [
     # went to the critic's later code, whose retake flipped the run
     "The correct answer should be the radius that satisfies the equation volume = 4 * pi * surface_area, which is "
     "approximately 1.22 units.",
+    # its fix of an AgentPrune inspector's code, replayed as the inspector's message (the same slice, HumanEval/49):
+    # the team then wrote code of its own that passed, and the flip was the label's proof
+    "The suggested fix is to use the correct algorithm of exponentiation by squaring, which is a well-known method "
+    "for computing 2^n mod p, which is efficient and has a time complexity of O(log p).",
 ]
 QWEN_1_5B_PLACEHOLDER = "<the full corrupted text of step 7>"
 
