@@ -338,8 +338,7 @@ class _Injection:
             shown = {**shown, "content": shown["full"]}  # the step to corrupt, whole (the run shows it compact)
             team = _team_view(t, step, view_task, t.verdict)
 
-            def validate(answer: str, step: Step = step, tried: set[tuple[int, str]] = tried) -> tuple[
-                    Corruption | Literal[False] | None, str | None]:
+            def validate(answer: str) -> tuple[Corruption | Literal[False] | None, str | None]:
                 return validate_corruption_at(step, answer, tried, need_instruction=mode != "team_aware",
                                               planted=self.planted)
 

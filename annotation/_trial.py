@@ -411,8 +411,6 @@ class Attempt(BaseModel):
         return [self.replay, *self.beside] + ([] if self.check is None else self.check.repeats + self.check.controls)
 
 
-
-
 class FixTrial:
     """The counterfactual search's replays: a diagnosis's fix forced at its step and the run re-simulated
     (`attempt`), a flip put to its repeats and controls, the edit measured; with `early_controls`, a step's

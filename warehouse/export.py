@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,36 +19,37 @@ from ._schemas import annotation_from_row
 from ._store import Warehouse
 
 
-def write_text(path: str | Path, text: str) -> None:
-    """`text` as the file `path`, whole or not at all (a temporary file beside it, then renamed); folders made."""
+@contextmanager
+def _replacing(path: str | Path) -> Iterator[Path]:
+    """A temporary file beside `path` (folders made) for the block to write; renamed onto `path` when the block
+    ends without an error, so `path` is whole or not there at all."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    yield tmp
     os.replace(tmp, path)
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """`text` as the file `path`, whole or not at all (a temporary file beside it, then renamed); folders made."""
+    with _replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
     """One JSON object per line, written atomically (see `write_text`); returns how many."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     n = 0
-    with tmp.open("w", encoding="utf-8") as f:
+    with _replacing(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for record in records:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
             n += 1
-    os.replace(tmp, path)
     return n
 
 
 def write_parquet(path: str | Path, table: pa.Table) -> int:
     """An Arrow table as one zstd Parquet file, written atomically (see `write_text`); returns its rows."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    with _replacing(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
     return table.num_rows
 
 
