@@ -4,7 +4,7 @@ rendering of the run, looping answers with and without the loop guard, and label
 job's slice.
 
     .venv/bin/python bench/local_model.py [--model local/qwen2.5-coder-0.5b] [--turns 8] [--warehouse ./rootstep-data]
-    .venv/bin/python bench/local_model.py --sections speculative compact loops labels
+    .venv/bin/python bench/local_model.py --sections speculative compact order loops labels
 
 Measured side by side in one run, in one process, on two engines of the same model that differ only in
 prompt (KV) caching:
@@ -30,6 +30,13 @@ Compact rendering: the analyzer's first prompt (`analyzer.j2`) for the failed ru
 synthetic AG2-style run whose coder and critic repeat one code block), rendered whole and compact
 (`render_steps(compact=True)`), sent to one 1.5B engine without prompt cache with the same answer length:
 prompt tokens and seconds per call side by side.
+
+Prompt order: the analyzer's calls of an earlier-steps scan (one per agent step of the warehouse's failed runs,
+a tested correction added after every second call), rendered with `analyzer_at_step.j2` as it is (what the
+calls share first: the run, the corrections tested, how a fix is written; the step and the question last) and
+as it was before 2026-11-29 (`bench/analyzer_at_step_before.j2`: the question right after the run), each on its
+own 1.5B engine configured as the gateway's (prompt cache, 4 slots), calls alternating: prompt tokens processed
+vs served from the cache, seconds per call.
 
 The loop guard: a request known to loop, agent requests of the warehouse's gateway journal whose answers
 looped to their token limit and some that ended by themselves, each sent to one 0.5B engine (one slot, no
@@ -353,6 +360,75 @@ def compact_rendering(warehouse: str) -> None:
           f"{sums['whole'][2] / sums['compact'][2]:.2f}x faster per analyzer call")
 
 
+# ---------------------------------------------------------------------------------- prompt order
+
+
+def scan_prompts(warehouse: str, template: Any) -> list[list[str]]:
+    """Per failed run (the warehouse's, else the synthetic one), the analyzer's prompts of an earlier-steps scan:
+    one call per agent step in order, and after every second call a replayed correction joins the tested list
+    (as in a search: the list only grows). `template`: a jinja template of `analyzer_at_step.j2`'s variables."""
+    from rootstep.annotation._propose import verdict_feedback
+    from rootstep.prompts import render_steps
+
+    runs = []
+    if (Path(warehouse) / "catalog.duckdb").exists():
+        from rootstep.warehouse import Warehouse
+
+        wh = Warehouse(warehouse)
+        ids = [r["id"] for r in wh.rows("SELECT id FROM failures WHERE source = 'rootstep' ORDER BY id LIMIT 3")]
+        runs = [wh.trajectory(i) for i in ids]
+    out = []
+    for t in runs or [_synthetic_failure()]:
+        steps = render_steps(t, max_prompt_chars=24_000, compact=True)[0]
+        failed: list[dict[str, Any]] = []
+        prompts = []
+        for n, step in enumerate(s for s in steps if s["kind"] == "agent"):
+            prompts.append(template.render(question=t.question, ground_truth=t.ground_truth,
+                                           feedback=verdict_feedback(t.verdict), steps=steps, agents=t.agents,
+                                           failed=list(failed), step=step, require_fix=False, previous_answer=None,
+                                           problem=None).strip() + "\n")
+            if n % 2 == 1:
+                failed.append({"step": step["index"], "agent": step["agent"], "fix": step["content"][:300],
+                               "outcome": "the re-simulated run still failed"})
+        out.append(prompts)
+    return out
+
+
+def prompt_order(warehouse: str) -> None:
+    """The analyzer's calls of a scan with the prompt as it was (the question about the step before the tested
+    corrections) and as it is (everything the calls share first), each order on its own engine configured as the
+    gateway's (prompt cache on, 4 slots), the calls alternating between the two."""
+    import jinja2
+
+    from rootstep.gateway._defaults import DEFAULT_ANNOTATOR_MODEL
+    from rootstep.gateway._local_model import Engine, engine_threads, gguf_path
+    from rootstep.gateway._local_weights import local_model
+    from rootstep.prompts import PROMPTS_DIR, environment
+
+    bench_env = environment()
+    bench_env.loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(Path(__file__).parent), jinja2.FileSystemLoader(PROMPTS_DIR)])
+    orders = {"before": scan_prompts(warehouse, bench_env.get_template("analyzer_at_step_before.j2")),
+              "now": scan_prompts(warehouse, environment().get_template("analyzer_at_step.j2"))}
+    name = DEFAULT_ANNOTATOR_MODEL.split("/", 1)[1]
+    spec = local_model(name)
+    eng = {k: Engine(spec, gguf_path(name), n_ctx=16384, threads=engine_threads(), slots=4) for k in orders}
+    rows: dict[str, list[dict[str, float]]] = {k: [] for k in orders}
+    for run in range(len(orders["now"])):
+        for i in range(len(orders["now"][run])):
+            for k in orders:
+                rows[k].append(call(eng[k], [{"role": "user", "content": orders[k][run][i]}], 32))
+    n = len(rows["now"])
+    print(f"\nthe analyzer's calls of an earlier-steps scan ({n} calls over {len(orders['now'])} runs; "
+          f"{DEFAULT_ANNOTATOR_MODEL}, prompt cache on, 32 generated tokens each):")
+    print(f"{'order':<8} {'prompt tok':>11} {'processed':>10} {'reused':>8} {'s/call':>7}")
+    sums = {k: summary(v) for k, v in rows.items()}
+    for k, s in sums.items():
+        total = s["processed"] + s["reused"]
+        print(f"{k:<8} {total / n:11.0f} {s['processed'] / n:10.0f} {s['reused'] / n:8.0f} {s['s_per_call']:7.1f}")
+    print(f"shared part first: {sums['before']['processed'] / max(sums['now']['processed'], 1):.2f}x fewer prompt tokens "
+          f"processed, {sums['before']['s_per_call'] / sums['now']['s_per_call']:.2f}x faster per analyzer call")
+
+
 def labels_per_hour(location: str) -> None:
     from rootstep.warehouse import Warehouse
 
@@ -401,6 +477,8 @@ def main() -> None:
         speculative(args.warehouse, args.requests)
     if "compact" in args.sections:
         compact_rendering(args.warehouse)
+    if "order" in args.sections:
+        prompt_order(args.warehouse)
     if "loops" in args.sections:
         loop_guard(args.warehouse, args.requests)
     if "labels" in args.sections:
@@ -439,6 +517,7 @@ def prefix_reuse(args: argparse.Namespace) -> None:
 
 SECTIONS = {"reuse": "prefix (KV) reuse", "concurrency": "requests at once on one engine",
             "speculative": "plain vs n-gram vs draft-model decoding", "compact": "the analyzer's call, compact or whole",
+            "order": "a scan's analyzer calls, shared part first or not",
             "loops": "looping agent answers with the loop guard on and off",
             "labels": "labels per hour from a warehouse"}
 
