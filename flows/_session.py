@@ -92,7 +92,7 @@ class Session:
     """The shared state of one flow run (see the module docstring)."""
 
     __slots__ = ("_warehouse", "_gateway", "_server", "limits", "sandbox", "adapter_options", "_owner", "lock",
-                 "scheduler", "_verify_sandbox", "_verifier", "_stopping", "__weakref__")
+                 "scheduler", "_verify_sandbox", "_verifier", "_stopping", "_images_ready", "__weakref__")
 
     def __init__(self, warehouse: Warehouse | None, gateway: "Gateway | None", server: "GatewayServer | None", *,
                  limits: Limits | None = None, sandbox: Any = None, verifier: Any = None,
@@ -109,6 +109,8 @@ class Session:
         self.lock: threading.RLock = self._owner.lock if shared is not None else threading.RLock()
         self._verify_sandbox: Any = sandbox
         self._verifier = verifier
+        self._images_ready: set[str] = set()
+        """Frameworks whose image `ensure_images` found or built (on the owner session)."""
         self._stopping: threading.Event = self._owner._stopping if shared is not None else threading.Event()
         self.scheduler: Scheduler = self._owner.scheduler if shared is not None else Scheduler(
             per_model=self.limits.per_model, per_local_model=self.limits.per_local_model,
@@ -166,6 +168,31 @@ class Session:
 
         options = {"timeout_s": self.limits.episode_seconds, **self.adapter_options}
         return get_adapter(framework, gateway=self.server, verifier=self.verifier, **options)
+
+    def ensure_images(self, frameworks: Iterator[str] | list[str] | set[str]) -> None:
+        """Build each framework's sandbox image that the Docker daemon lacks, before its episodes or replays are
+        submitted, its phases logged: `rootstep pipeline -f smolagents` after the main job (which built AG2's
+        image only) builds smolagents' image instead of failing every episode with "not built". An image that
+        exists, a framework that is not an adapter (an imported trace's), an adapter given a sandbox, or no
+        reachable daemon (the episode says so) builds nothing. A build that fails raises naming the framework."""
+        from rootstep.adapters import adapter_class, list_adapters
+        from rootstep.model import RootstepError
+        from rootstep.sandboxes import SandboxUnavailableError, docker_client
+
+        known = set(list_adapters())
+        for name in sorted(set(frameworks) & known):
+            with self._owner.lock:
+                if name in self._owner._images_ready:
+                    continue
+                adapter = self.adapter(name)
+                if adapter.sandbox is None and adapter.image_built() is False:
+                    log = _flow_logger()
+                    log.info(f"building the {name} sandbox image {adapter.image_tag()} (once; `rootstep frameworks build`)")
+                    try:
+                        adapter_class(name).build(docker_client(), report=_LogReporter(log, name))
+                    except (SandboxUnavailableError, RootstepError) as exc:
+                        raise RootstepError(f"the {name} sandbox image could not be built: {exc}") from exc
+                self._owner._images_ready.add(name)
 
     def verifier(self, task: Any, answer: str | None) -> Any:
         """Omega: `rootstep.benchmarks.verify`, code verifiers in one shared no-network sandbox."""
@@ -284,3 +311,28 @@ def open_session(warehouse: str | None = None, *, session: Session | None = None
             close = getattr(session._verify_sandbox, "close", None)
             if close is not None:
                 close()
+
+
+class _LogReporter:
+    """An image build's phases on the flow's log (the tool output of pip and docker is left out)."""
+
+    def __init__(self, log: Any, name: str):
+        self.log, self.name = log, name
+
+    def step(self, message: str) -> None:
+        self.log.info(f"{self.name} image: {message}")
+
+    def line(self, message: str) -> None:
+        pass
+
+
+def _flow_logger() -> Any:
+    """The running flow's logger, or this module's outside a flow."""
+    import logging
+
+    try:
+        from prefect import get_run_logger
+
+        return get_run_logger()
+    except Exception:  # prefect's MissingContextError: not inside a flow or task run
+        return logging.getLogger(__name__)

@@ -66,7 +66,9 @@ def _search_inputs(session: Session, run_id: str) -> dict[str, Any]:
 def _search(session: Session, placement: Any, name: str, specs: Iterator[SearchSpec]) -> list[AnnotatedRun]:
     """Submit each search unit (`name`: its Prefect task's name) and gather what they found."""
     task = unit_task(name, retries=1)
-    return gather(session, [(spec, placement.submit(task, spec)) for spec in specs])
+    queued = list(specs)
+    session.ensure_images({spec.trajectory.framework for spec in queued})
+    return gather(session, [(spec, placement.submit(task, spec)) for spec in queued])
 
 
 @flow(name="rootstep-counterfactual", persist_result=False)

@@ -172,6 +172,7 @@ def collect(
         stored = stored_runs(session, list(frameworks), sorted({t.benchmark for t in tasks}))
         collect_task = unit_task("collect-run", retries)
         pending: list[tuple[CollectSpec, Any]] = []
+        session.ensure_images(frameworks)
         for framework in frameworks:
             adapter = session.adapter(framework)
             kinds = adapter_class(framework).task_kinds

@@ -92,3 +92,59 @@ def test_every_analyzer_prompt_of_a_search_shares_the_run_byte_for_byte_and_asks
     # the run shows step 4 as a reference; the question about step 4 shows it whole
     assert "[step 4] coder:\n[the same message as step 3]" in asked_4
     assert asked_4.split("STEP UNDER EXAMINATION: step 4 by coder:\n")[1].startswith(run.steps[4].content)
+
+
+def _scan_prompts(name: str, fix_each_step: bool) -> tuple[Trajectory, list[str]]:
+    """The analyzer's prompts of a search on the real run whose every fix fails: the ranked diagnosis (step 1),
+    then the earlier-steps scan, where the analyzer either judges each step correct or fixes it."""
+    run = _real_run()
+    prompts: list[str] = []
+
+    def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        prompt = messages[-1]["content"]
+        prompts.append(prompt)
+        if "STEP UNDER EXAMINATION" not in prompt:
+            return json.dumps({"mistake_step": 1, "mistake_agent": "coder", "reason": "30 pads, not 2 a week",
+                               "suggested_fix": "```python\nprint(2 * 30 * 4)\n```\nAnswer: 240"})
+        step = int(prompt.split("STEP UNDER EXAMINATION: step ", 1)[1].split(" ", 1)[0])
+        if not fix_each_step:
+            return json.dumps({"fix_needed": False, "reason": "it follows from the steps before it"})
+        return json.dumps({"fix_needed": True, "mistake_step": step, "mistake_agent": run.steps[step].agent,
+                           "reason": "the count is wrong", "suggested_fix": f"```python\nprint({step} * 60)\n```"})
+
+    register_script(name, analyzer)
+
+    def still_fails(intervention: Intervention):
+        return run, Verdict(success=False), ReplayOutcome()
+
+    find_decisive_step(run, analyzer=Chat(f"scripted/{name}"), replay=still_fails, budget=Budget(max_reasks=0))
+    return run, prompts
+
+
+def test_the_scans_prompts_share_everything_but_the_step_under_examination():
+    """A local model's prompt cache serves what a call shares with an earlier one, from the start: the scan's
+    prompts (one per agent step) differ only from the step under examination on, so each re-reads that step and
+    its question, not the run and the corrections tested (measured: bench/local_model.py --sections order)."""
+    _, prompts = _scan_prompts("order-declines", fix_each_step=False)
+    scan = [p for p in prompts if "STEP UNDER EXAMINATION" in p]
+    assert len(scan) >= 3
+    for p, q in zip(scan, scan[1:]):
+        shared = len(os.path.commonprefix([p, q]))
+        assert shared >= p.index("STEP UNDER EXAMINATION"), p[shared - 200: shared + 200]
+        assert p.index("CORRECTIONS ALREADY TESTED") < p.index("You will be asked about one agent step") < p.index(
+            "STEP UNDER EXAMINATION")
+    # the ranked prompt, the first of the search, shares the same run and is asked in the same words
+    assert "CORRECTIONS ALREADY TESTED" not in prompts[0] and "STEP UNDER EXAMINATION" not in prompts[0]
+
+
+def test_a_correction_tested_between_two_calls_is_appended_to_what_they_share():
+    """The tested list only grows, in the order the search replayed: the next call's prompt starts with all of the
+    previous call's list, so a replay costs the next call only its new entry."""
+    _, prompts = _scan_prompts("order-fixes", fix_each_step=True)
+    scan = [p for p in prompts if "STEP UNDER EXAMINATION" in p]
+    assert len(scan) >= 3
+    lists = [p[: p.index("\nYou will be asked about one agent step")] for p in scan]
+    assert [lst.count("\n- step ") for lst in lists] == sorted(lst.count("\n- step ") for lst in lists)
+    assert lists[-1].count("\n- step ") > lists[0].count("\n- step ")
+    for p, q in zip(lists, scan[1:]):
+        assert q.startswith(p), "a later call must extend the earlier call's tested list, not rewrite it"
