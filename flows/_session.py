@@ -33,7 +33,7 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -169,7 +169,7 @@ class Session:
         options = {"timeout_s": self.limits.episode_seconds, **self.adapter_options}
         return get_adapter(framework, gateway=self.server, verifier=self.verifier, **options)
 
-    def ensure_images(self, frameworks: Iterator[str] | list[str] | set[str]) -> None:
+    def ensure_images(self, frameworks: Iterable[str]) -> None:
         """Build each framework's sandbox image that the Docker daemon lacks, before its episodes or replays are
         submitted, its phases logged: `rootstep pipeline -f smolagents` after the main job (which built AG2's
         image only) builds smolagents' image instead of failing every episode with "not built". An image that
