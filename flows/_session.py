@@ -92,7 +92,8 @@ class Session:
     """The shared state of one flow run (see the module docstring)."""
 
     __slots__ = ("_warehouse", "_gateway", "_server", "limits", "sandbox", "adapter_options", "_owner", "lock",
-                 "scheduler", "_verify_sandbox", "_verifier", "_stopping", "_images_ready", "__weakref__")
+                 "scheduler", "_verify_sandbox", "_verifier", "_stopping", "_images_ready", "_images_lock",
+                 "__weakref__")
 
     def __init__(self, warehouse: Warehouse | None, gateway: "Gateway | None", server: "GatewayServer | None", *,
                  limits: Limits | None = None, sandbox: Any = None, verifier: Any = None,
@@ -111,6 +112,9 @@ class Session:
         self._verifier = verifier
         self._images_ready: set[str] = set()
         """Frameworks whose image `ensure_images` found or built (on the owner session)."""
+        self._images_lock = threading.Lock()
+        """Held while `ensure_images` checks or builds (on the owner session): not `lock`, which the warehouse's
+        writers take and which a build of minutes would hold up."""
         self._stopping: threading.Event = self._owner._stopping if shared is not None else threading.Event()
         self.scheduler: Scheduler = self._owner.scheduler if shared is not None else Scheduler(
             per_model=self.limits.per_model, per_local_model=self.limits.per_local_model,
@@ -181,7 +185,7 @@ class Session:
 
         known = set(list_adapters())
         for name in sorted(set(frameworks) & known):
-            with self._owner.lock:
+            with self._owner._images_lock:
                 if name in self._owner._images_ready:
                     continue
                 adapter = self.adapter(name)
