@@ -323,19 +323,24 @@ def _synthetic_failure() -> Any:
                       verdict=Verdict(success=False, score=0.0, details={"expected": task.ground_truth, "got": "132"}))
 
 
+def failed_runs(warehouse: str, n: int) -> list[Any]:
+    """Up to `n` failed runs the pipeline collected into `warehouse`, or the synthetic one when it has none."""
+    if (Path(warehouse) / "catalog.duckdb").exists():
+        from rootstep.warehouse import Warehouse
+
+        wh = Warehouse(warehouse)
+        ids = [r["id"] for r in wh.rows(f"SELECT id FROM failures WHERE source = 'rootstep' ORDER BY id LIMIT {int(n)}")]
+        if ids:
+            return [wh.trajectory(i) for i in ids]
+    return [_synthetic_failure()]
+
+
 def analyzer_prompts(warehouse: str, compact: bool) -> list[str]:
     """The analyzer's first prompt for each failed run of `warehouse` (a synthetic one when it has none)."""
     from rootstep.annotation._propose import verdict_feedback
     from rootstep.prompts import render, render_steps
 
-    runs = []
-    if (Path(warehouse) / "catalog.duckdb").exists():
-        from rootstep.warehouse import Warehouse
-
-        wh = Warehouse(warehouse)
-        ids = [r["id"] for r in wh.rows("SELECT id FROM failures WHERE source = 'rootstep' ORDER BY id LIMIT 6")]
-        runs = [wh.trajectory(i) for i in ids]
-    runs = runs or [_synthetic_failure()]
+    runs = failed_runs(warehouse, 6)
     return [render("analyzer.j2", question=t.question, ground_truth=t.ground_truth, feedback=verdict_feedback(t.verdict),
                    steps=render_steps(t, max_prompt_chars=24_000, compact=compact)[0], agents=t.agents, failed=[],
                    previous_answer=None, problem=None) for t in runs]
@@ -370,15 +375,8 @@ def scan_prompts(warehouse: str, template: Any) -> list[list[str]]:
     from rootstep.annotation._propose import verdict_feedback
     from rootstep.prompts import render_steps
 
-    runs = []
-    if (Path(warehouse) / "catalog.duckdb").exists():
-        from rootstep.warehouse import Warehouse
-
-        wh = Warehouse(warehouse)
-        ids = [r["id"] for r in wh.rows("SELECT id FROM failures WHERE source = 'rootstep' ORDER BY id LIMIT 3")]
-        runs = [wh.trajectory(i) for i in ids]
     out = []
-    for t in runs or [_synthetic_failure()]:
+    for t in failed_runs(warehouse, 3):
         steps = render_steps(t, max_prompt_chars=24_000, compact=True)[0]
         failed: list[dict[str, Any]] = []
         prompts = []
