@@ -74,7 +74,7 @@ def locked_pins(spec: SystemSpec) -> tuple[str, ...] | None:
 def resolve_pins(spec: SystemSpec, report: Any) -> tuple[str, ...]:
     """Resolve the requirements to every wheel they need (`pip download`, binary wheels for the image's
     Python), once: the closure is kept as a lock file keyed by the requirements' text."""
-    from rootstep.adapters._images import binary_wheels_download
+    from rootstep.sandboxes import binary_wheels_download
     from rootstep.sandboxes import BaseSpec, stream_command
     from rootstep.sandboxes import SandboxUnavailableError
 

@@ -72,46 +72,27 @@ class WheelhouseImageSpec(ImageSpec):
         return f"rootstep-{self.name}:{digest}"
 
 
-def binary_wheels_download(python_version: str, dest: Path, requirements: Path, *extra: str) -> list[str]:
-    """The `pip download` command for binary wheels of `requirements` for the image's Python on this
-    machine's architecture (manylinux), into `dest`; `extra`: more pip options (`--no-deps`)."""
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off", *extra,
-           "--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
-           "--abi", f"cp{python_version.replace('.', '')}", "--dest", str(dest), "-r", str(requirements)]
-    for version in ("2014", "_2_17", "_2_28", "_2_31", "_2_34", "_2_36"):
-        cmd += ["--platform", f"manylinux{version}_{platform.machine()}"]
-    return cmd
-
-
 def _wheelhouse(spec: WheelhouseImageSpec, report: Any) -> Path:
     """Every pin as a wheel for the image's Python, downloaded (or built from source) once into the cache."""
-    from rootstep.sandboxes import cache_dir, cache_lock
+    from rootstep.sandboxes import binary_wheels_download, cached_wheels, stream_command
+
+    def fill(dest: Path) -> None:
+        binary = [r for r in spec.requirements if r not in spec.from_source]
+        (dest / "requirements.txt").write_text("\n".join(binary) + "\n")
+        report.step(f"pip download {len(binary)} pinned wheels for {spec.name} (--no-deps, python "
+                    f"{spec.base.python_version})")
+        cmd = binary_wheels_download(spec.base.python_version, dest, dest / "requirements.txt", "--no-deps")
+        stream_command(cmd, report, f"pip download for {spec.name}")
+        if spec.from_source:
+            report.step(f"pip wheel {len(spec.from_source)} pure-Python source distributions: "
+                        f"{', '.join(spec.from_source)}")
+            stream_command([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--progress-bar",
+                            "off", "--no-deps", "--wheel-dir", str(dest), *spec.from_source], report,
+                           f"pip wheel for {spec.name}")
 
     key = hashlib.sha256("\0".join([*spec.requirements, "--", *spec.from_source, spec.base.python_version,
                                     platform.machine()]).encode()).hexdigest()[:16]
-    dest = cache_dir() / "wheels" / f"nodeps-{key}"
-    with cache_lock(dest):
-        return _wheelhouse_into(spec, dest, report)
-
-
-def _wheelhouse_into(spec: WheelhouseImageSpec, dest: Path, report: Any) -> Path:
-    from rootstep.sandboxes import stream_command
-
-    if (dest / ".complete").exists():
-        report.step(f"wheels for {spec.name} are cached ({dest})")
-        return dest
-    dest.mkdir(parents=True, exist_ok=True)
-    binary = [r for r in spec.requirements if r not in spec.from_source]
-    (dest / "requirements.txt").write_text("\n".join(binary) + "\n")
-    report.step(f"pip download {len(binary)} pinned wheels for {spec.name} (--no-deps, python {spec.base.python_version})")
-    cmd = binary_wheels_download(spec.base.python_version, dest, dest / "requirements.txt", "--no-deps")
-    stream_command(cmd, report, f"pip download for {spec.name}")
-    if spec.from_source:
-        report.step(f"pip wheel {len(spec.from_source)} pure-Python source distributions: {', '.join(spec.from_source)}")
-        stream_command([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--progress-bar", "off",
-                 "--no-deps", "--wheel-dir", str(dest), *spec.from_source], report, f"pip wheel for {spec.name}")
-    (dest / ".complete").write_text("ok\n")
-    return dest
+    return cached_wheels(f"nodeps-{key}", spec.name, fill, report)
 
 
 class WheelhouseBuilt:

@@ -35,7 +35,6 @@ from pydantic import BaseModel, Field
 from rootstep.benchmarks import RunProgram, Verify, code_key, final_answer_span, is_suspect, planted_answer
 from rootstep.model import (
     Annotation,
-    Edit,
     Evidence,
     Intervention,
     Replay,
@@ -64,38 +63,29 @@ from ._propose import (
     with_transcript,
     work_key,
 )
-from ._trial import Deterministic, FlipCheck, ReplayFn, check_flip, edit_size, try_intervention, unfounded_description
+from ._trial import Deterministic, ReplayFn, Replayed, check_flip, edit_size, try_intervention, unfounded_description
 
 InjectionMode = Literal["auto", "team_aware", "persistent", "one_shot"]
 ReplayMode = Literal["one_step", "persistent"]
 
 
-class InjectionAttempt(BaseModel):
+class InjectionAttempt(Replayed):
+    """A corruption that was replayed: its turn is a failure (`turned`), a flip one the controls confirm."""
+
     corruption: Corruption
-    replay: Replay
     mode: ReplayMode = "one_step"
     suspect: str | None = None
     """The corrupted run failed, but its verdict is suspect (the verifier may have misread it): no flip."""
-    check: FlipCheck | None = None
-    """Repeats and controls of a failure (`check_flip`): the flip is causal only when the controls succeed."""
-    edit: Edit | None = None
 
     @property
-    def failed(self) -> bool:
+    def turned(self) -> bool:
         """The corrupted replay failed with a verdict that is not suspect (before the controls)."""
         return self.replay.success_after is False and self.suspect is None
 
     @property
     def flipped(self) -> bool:
         """A failure that the controls confirm."""
-        return self.failed and (self.check is None or self.check.causal)
-
-    @property
-    def not_causal(self) -> str | None:
-        return self.check.why_not if self.failed and self.check is not None else None
-
-    def rows(self) -> list[Replay]:
-        return [self.replay] + ([] if self.check is None else self.check.repeats + self.check.controls)
+        return self.confirmed
 
 
 class InjectionResult(BaseModel):
@@ -279,7 +269,7 @@ class _Injection:
         a = InjectionAttempt(corruption=c, replay=row, mode=mode,
                              suspect=is_suspect(verdict) if row.success_after is False else None,
                              edit=edit_size(original, c.content, self.context.task, self.run_program))
-        if a.failed:
+        if a.turned:
             a.check = check_flip(self.trajectory, intervention, self.judged, self.replay, self.meter, "fault_injection",
                                  controls=self.controls, repeats=self.repeats,
                                  deterministic=None if self.deterministic is None else self.deterministic(c.step))

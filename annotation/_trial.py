@@ -363,22 +363,48 @@ def edit_size(original: str, new: str, task: Task | None = None, run_program: Ru
 
 
 
+class Replayed(BaseModel):
+    """What both searches keep of an intervention they replayed: the replay, the repeats and controls that put a
+    turn of its outcome to the test (`check_flip`), and the edit's size. A search's attempt says what a turn is
+    (`turned`: a failure fixed, a success corrupted); a turn is causal only when its controls did not turn."""
+
+    replay: Replay
+    check: FlipCheck | None = None
+    """Repeats and controls of a turn (`check_flip`)."""
+    edit: Edit | None = None
+    """The intervention's size (`edit_size`) and whether it states an answer the step did not (`adds_answer`)."""
+
+    @property
+    def turned(self) -> bool:
+        """The replay's outcome turned the way the search wants (before the controls)."""
+        raise NotImplementedError
+
+    @property
+    def confirmed(self) -> bool:
+        """A turn that the controls confirm."""
+        return self.turned and (self.check is None or self.check.causal)
+
+    @property
+    def not_causal(self) -> str | None:
+        """Why a turn is not causal (its controls turned too), or None."""
+        return self.check.why_not if self.turned and self.check is not None else None
+
+    def rows(self) -> list[Replay]:
+        """This attempt's replays: the intervention's, then its repeats and controls."""
+        return [self.replay] + ([] if self.check is None else self.check.repeats + self.check.controls)
+
+
 # ------------------------------------------------------------------------------------ the analyzer's fixes
 
 
-class Attempt(BaseModel):
+class Attempt(Replayed):
     """A diagnosis that was replayed, and what Omega said."""
 
     diagnosis: Diagnosis
-    replay: Replay
     presentation_only: str | None = None
     """Why the fix only re-formatted the step's own answer (`same_answer`): such a success verifies nothing."""
     joint: list[Diagnosis] = Field(default_factory=list)
     """A joint fix: the further, later steps fixed in the same replay (`diagnosis` is the earliest)."""
-    check: FlipCheck | None = None
-    """Repeats and controls of a success (`check_flip`): the flip is causal only when the controls fail."""
-    edit: Edit | None = None
-    """The fix's size (`edit_size`) and whether it states an answer the step did not (`adds_answer`)."""
     repeated: bool = False
     """The fixed replay failed with the run's original final answer: later agents carried the error on."""
     said: str | None = None
@@ -388,18 +414,14 @@ class Attempt(BaseModel):
     at the step may use them."""
 
     @property
-    def flipped(self) -> bool:
+    def turned(self) -> bool:
         """The replay succeeded with a fix that changed the agent's work (before the controls)."""
         return self.replay.success_after is True and self.presentation_only is None
 
     @property
     def success(self) -> bool:
         """A flip that the controls confirm (a label candidate)."""
-        return self.flipped and (self.check is None or self.check.causal)
-
-    @property
-    def not_causal(self) -> str | None:
-        return self.check.why_not if self.flipped and self.check is not None else None
+        return self.confirmed
 
     @property
     def steps(self) -> list[int]:
@@ -408,7 +430,8 @@ class Attempt(BaseModel):
     def rows(self) -> list[Replay]:
         """This attempt's replays: the fix, a control run beside it, its repeats, the controls (a control run
         beside an earlier fix of the step and used here appears there too: `result` keeps the first)."""
-        return [self.replay, *self.beside] + ([] if self.check is None else self.check.repeats + self.check.controls)
+        first, *checks = super().rows()
+        return [first, *self.beside, *checks]
 
 
 class FixTrial:
@@ -450,7 +473,7 @@ class FixTrial:
             attempt.said = replay_said(result, verdict)
         if row.success_after is True and self.task is not None and self.verify is not None and not joint:
             attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify, self.run_program)
-        if attempt.flipped:
+        if attempt.turned:
             ready = self.controls_by_step.pop(diagnosis.step, []) if not joint else []
             attempt.check = check_flip(
                 self.trajectory, intervention, lambda r, v: r.success_after, self.replay, self.meter, "counterfactual",

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -269,33 +269,44 @@ def cache_lock(path: Path) -> threading.Lock:
         return _CACHE_LOCKS.setdefault(path.absolute(), threading.Lock())
 
 
-def _download_wheels(spec: ImageSpec, report: BuildReporter) -> Path:
-    """Pinned wheels for the image's Python and platform, downloaded once into the cache."""
-    key = _digest(*spec.requirements, spec.base.python_version, platform.machine())
+def binary_wheels_download(python_version: str, dest: Path, requirements: Path, *extra: str) -> list[str]:
+    """The `pip download` command for binary wheels of `requirements` for an image's Python on this
+    machine's architecture (manylinux), into `dest`; `extra`: more pip options (`--no-deps`)."""
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off", *extra,
+           "--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
+           "--abi", f"cp{python_version.replace('.', '')}", "--dest", str(dest), "-r", str(requirements)]
+    for version in ("2014", "_2_17", "_2_28", "_2_31", "_2_34", "_2_36"):
+        cmd += ["--platform", f"manylinux{version}_{platform.machine()}"]
+    return cmd
+
+
+def cached_wheels(key: str, name: str, fill: Callable[[Path], None], report: BuildReporter) -> Path:
+    """The wheel folder `key` of the cache, filled once by `fill(folder)` (marked complete only when it
+    returns; an image built beside it with the same key waits for it); `name`: the image, for the log."""
     dest = cache_dir() / "wheels" / key
     with cache_lock(dest):
-        return _download_into(spec, dest, report)
-
-
-def _download_into(spec: ImageSpec, dest: Path, report: BuildReporter) -> Path:
-    if (dest / ".complete").exists():
-        report.step(f"wheels for {spec.name} are cached ({dest})")
+        if (dest / ".complete").exists():
+            report.step(f"wheels for {name} are cached ({dest})")
+            return dest
+        dest.mkdir(parents=True, exist_ok=True)
+        fill(dest)
+        (dest / ".complete").write_text("ok\n")
         return dest
-    dest.mkdir(parents=True, exist_ok=True)
-    report.step(f"pip download {len(spec.requirements)} pinned wheels for {spec.name} (python {spec.base.python_version})")
-    req = dest / "requirements.txt"
-    req.write_text("\n".join(spec.requirements) + "\n")
-    pyver = spec.base.python_version.replace(".", "")
-    machine = platform.machine()
-    platforms = [f"manylinux{v}_{machine}" for v in ("2014", "_2_17", "_2_28", "_2_31", "_2_34", "_2_36")]
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
-           "--only-binary=:all:", "--python-version", spec.base.python_version, "--implementation", "cp",
-           "--abi", f"cp{pyver}", "--dest", str(dest), "-r", str(req)]
-    for plat in platforms:
-        cmd += ["--platform", plat]
-    stream_command(cmd, report, f"pip download for environment {spec.name!r}")
-    (dest / ".complete").write_text("ok\n")
-    return dest
+
+
+def _download_wheels(spec: ImageSpec, report: BuildReporter) -> Path:
+    """Pinned wheels for the image's Python and platform, downloaded once into the cache."""
+
+    def download(dest: Path) -> None:
+        report.step(f"pip download {len(spec.requirements)} pinned wheels for {spec.name} "
+                    f"(python {spec.base.python_version})")
+        req = dest / "requirements.txt"
+        req.write_text("\n".join(spec.requirements) + "\n")
+        stream_command(binary_wheels_download(spec.base.python_version, dest, req), report,
+                       f"pip download for environment {spec.name!r}")
+
+    return cached_wheels(_digest(*spec.requirements, spec.base.python_version, platform.machine()), spec.name,
+                         download, report)
 
 
 def build_image(client: Any, spec: ImageSpec, *, report: BuildReporter = QuietReporter(), force: bool = False) -> str:

@@ -209,3 +209,42 @@ def test_cli_build_skips_without_docker(monkeypatch):
     assert result.exit_code == 0
     result = CliRunner().invoke(app, ["build"])
     assert result.exit_code == 2
+
+
+def test_a_wheel_folder_is_filled_once_and_only_a_complete_one_is_reused(tmp_path, monkeypatch):
+    """`cached_wheels` (the environment images' and the framework images' wheels): filled once per key; a fill
+    that fails (a download cut off) leaves the folder incomplete, and the next build fills it again."""
+    import threading
+
+    from rootstep.sandboxes import cached_wheels
+
+    monkeypatch.setenv("ROOTSTEP_CACHE", str(tmp_path))
+    steps: list[str] = []
+
+    class Report:
+        def step(self, text: str) -> None:
+            steps.append(text)
+
+    filled: list[str] = []
+
+    def cut_off(dest) -> None:
+        (dest / "half.whl").write_text("half")
+        raise OSError("connection reset")
+
+    with pytest.raises(OSError, match="connection reset"):
+        cached_wheels("k1", "ag2", cut_off, Report())
+    assert not (tmp_path / "sandbox" / "wheels" / "k1" / ".complete").exists()
+
+    def fill(dest) -> None:
+        filled.append(threading.current_thread().name)
+        (dest / "a-1.0-py3-none-any.whl").write_text("wheel")
+
+    threads = [threading.Thread(target=cached_wheels, args=("k1", "ag2", fill, Report()), name=f"t{i}") for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(filled) == 1  # three builds at once: one download, the others wait and reuse it
+    assert sum("are cached" in s for s in steps) == 2
+    dest = cached_wheels("k2", "smolagents", fill, Report())
+    assert dest.name == "k2" and len(filled) == 2 and (dest / ".complete").exists()

@@ -260,6 +260,41 @@ def test_killed_writer_leaves_a_readable_warehouse(tmp_path: Path):
     assert warehouse.count("runs") == 4000 and warehouse.count("steps") == 200_000
 
 
+def test_a_file_written_through_the_warehouse_is_whole_or_not_there(warehouse: Warehouse):
+    """`write_file` (the learned tracer's model files, every Parquet file): a writer that fails half-way leaves the
+    old file as it was and no temporary file; a crashed Parquet write's temporary file is what `vacuum` removes."""
+    path = f"{warehouse.root}/models/m/model.pkl"
+    warehouse.write_file(path, lambda f: f.write(b"old model"))
+
+    def half(f) -> None:
+        f.write(b"half of a new")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        warehouse.write_file(path, half)
+    assert Path(path).read_bytes() == b"old model"
+    assert sorted(p.name for p in Path(path).parent.iterdir()) == ["model.pkl"]
+
+    remote = Warehouse("memory://rootstep-test/whole", catalog=f"{warehouse.root}/remote.duckdb")
+    remote.write_file(f"{remote.root}/models/m/card.md", lambda f: f.write(b"card"))
+    assert remote.fs.cat_file(f"{remote.root}/models/m/card.md") == b"card"
+
+
+def test_a_crashed_parquet_write_leaves_a_temporary_file_that_vacuum_removes(warehouse: Warehouse,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    warehouse.write_trajectories([make_run("kept")])
+    killed = RuntimeError("killed between the write and the rename")
+    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(killed))
+    monkeypatch.setattr(os, "unlink", lambda *a: None)  # a killed process cleans nothing up
+    with pytest.raises(RuntimeError, match="killed"):
+        warehouse.write_trajectories([make_run("lost")])
+    monkeypatch.undo()
+    assert list(Path(warehouse.root).rglob(".*.parquet.tmp"))
+    assert warehouse.vacuum()["tmp_files"] >= 1
+    assert not list(Path(warehouse.root).rglob("*.tmp"))
+    assert warehouse.count("runs") == 1
+
+
 def test_fsspec_url_location(tmp_path: Path):
     warehouse = Warehouse("memory://rootstep-test/wh", catalog=str(tmp_path / "catalog.duckdb"))
     run = make_run("remote")

@@ -281,18 +281,7 @@ def _library_versions() -> dict[str, str]:
 
 
 def _write(warehouse: Warehouse, path: str, data: bytes) -> None:
-    """Write one file atomically (a temporary name, then a rename; object stores publish whole objects)."""
-    directory = path.rsplit("/", 1)[0]
-    warehouse.fs.makedirs(directory, exist_ok=True)
-    if not warehouse.local:
-        warehouse.fs.pipe_file(path, data)
-        return
-    tmp = f"{directory}/.{path.rsplit('/', 1)[1]}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    warehouse.write_file(path, lambda f: f.write(data))
 
 
 def models_dir(warehouse: Warehouse) -> str:

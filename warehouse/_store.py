@@ -123,15 +123,24 @@ class Warehouse:
 
     def _write_file(self, path: str, table: pa.Table) -> None:
         """Write one Parquet file atomically: nobody ever sees a half-written file under `path`."""
+        self.write_file(path, lambda f: pq.write_table(table, f, compression="zstd"))
+
+    def write_file(self, path: str, write: Callable[[Any], None]) -> None:
+        """A file of the warehouse (a path under `root`), written by `write(binary file)`, whole or not at all:
+        locally a temporary name beside it, synced, then renamed; an object store makes an object visible only
+        once it is complete. Folders are made. Every file the warehouse holds is written through here."""
         directory = path.rsplit("/", 1)[0]
         self.fs.makedirs(directory, exist_ok=True)
-        if not self.local:  # object stores make an object visible only once it is complete
+        if not self.local:
             with self.fs.open(path, "wb") as f:
-                pq.write_table(table, f, compression="zstd")
+                write(f)
             return
-        tmp = f"{directory}/.{uuid.uuid4().hex}.parquet.tmp"
+        tmp = f"{directory}/.{uuid.uuid4().hex}.{path.rsplit('/', 1)[1]}.tmp"  # a Parquet one: `vacuum` finds it
         try:
-            pq.write_table(table, tmp, compression="zstd")
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
