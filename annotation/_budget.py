@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,6 +43,13 @@ class Budget(BaseModel):
     max_tokens: int | None = Field(default=None, ge=0)
     """Tokens (prompt and completion) of the search's LLM calls: the analyzer's / perturber's and the replays'
     live calls. None: unbounded (replays and calls bound the work)."""
+    max_open_steps: int | None = Field(default=1, ge=1)
+    """Agent steps the earlier-steps scan may leave open (no fix of the step could be tried: every one the
+    analyzer wrote was refused, and it did not judge the step correct) before it stops. A label needs every agent
+    step before it tried or judged correct, and the scan asks in step order, so after an open step no flip can be
+    a label: the scan's further calls and replays could only find unproven flips (on a 2-core host the 1.5B's
+    refused fixes of GSM8K test-474's steps 3, 4, 6 and 10 and the replays of steps 7 and 9 after them took most of
+    its 40 calls and 20 minutes). None: scan every step, to collect those unproven flips too."""
     max_seconds: float | None = Field(default=None, gt=0)
     """The outer safety limit: wall seconds since the scheduler admitted the search. It measures the machine,
     not the search (a loaded machine makes every call slower), so it is a cap for runaway searches, not a
@@ -155,6 +163,16 @@ class Meter:
         if self.budget.max_llm_calls is not None and self.asked.llm_calls >= self.budget.max_llm_calls:
             return self._first(("llm_calls", f"LLM-call budget of {self.budget.max_llm_calls} spent"), what)
         return self._first(self._common(), what)
+
+    def cannot_pass(self, open_steps: Sequence[int], what: str = "") -> str | None:
+        """Why the scan should stop after leaving `open_steps` open, or None (`max_open_steps`; `what`: see
+        `cannot_ask`)."""
+        most = self.budget.max_open_steps
+        if most is not None and len(open_steps) >= most:
+            steps = ", ".join(map(str, open_steps))
+            return self._first(("open_steps", f"step{'s' if len(open_steps) > 1 else ''} {steps} left open (no fix could "
+                                "be tried, not judged correct): no later flip could be a label"), what)
+        return None
 
     def cannot_replay(self, what: str = "") -> str | None:
         """Why no further replay may be tried, or None (`what`: see `cannot_ask`)."""

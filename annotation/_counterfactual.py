@@ -207,6 +207,7 @@ class _Search:
         if self.no_agent_error is not None:
             return
         limit = self.best.diagnosis.step if self.best is not None else len(self.trajectory.steps)
+        left_open: list[int] = []
         for step in self.trajectory.steps[:limit]:
             if step.kind != "agent" or step.index in self.tried_steps():
                 continue
@@ -218,6 +219,11 @@ class _Search:
             diagnosis, why = self.propose.ask_at(step, self.failed(), self.tested(), require_fix=require_fix, source=source)
             if diagnosis is None:
                 self.notes.append(f"step {step.index}: no correction tried ({why})")
+                left_open.append(step.index)
+                stop = self.meter.cannot_pass(left_open, f"the {source} scan after step {step.index}")
+                if stop:
+                    self.notes.append(f"{source} scan stopped after step {step.index}: {stop}")
+                    return
                 continue
             if diagnosis.declined:
                 self.declined.append(diagnosis)
@@ -241,6 +247,11 @@ class _Search:
             if a.replay.success_after is False and a.diagnosis.step < limit:
                 erring[a.diagnosis.step] = a.diagnosis  # the last fix tried at that step
         if len(erring) < 2:
+            return
+        open_before = self.open_earlier(min(erring))
+        if open_before:
+            self.notes.append(f"joint fix of steps {sorted(erring)} not tried: steps {open_before} before them were left "
+                              "open, so it could not be a label")
             return
         stop = self.meter.cannot_replay(f"the joint fix of steps {sorted(erring)}")
         if stop:
@@ -472,7 +483,8 @@ def sequential_scan(
     if analyzer is None or replay is None:
         raise TypeError("sequential_scan needs an analyzer and a replay callable")
     search = _Search(trajectory, verdict, task_context or TaskContext.of(trajectory), analyzer, replay,
-                     budget or Budget(max_replays=len(trajectory.steps), max_llm_calls=4 * len(trajectory.steps)),
+                     budget or Budget(max_replays=len(trajectory.steps), max_llm_calls=4 * len(trajectory.steps),
+                                      max_open_steps=None),
                      max_prompt_chars, verify)
     search.scan(require_fix=True, source="sequential")
     return search.result("sequential")

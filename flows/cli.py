@@ -95,9 +95,9 @@ def _budget(preset: Budget, **limits: Any) -> Budget:
 
 
 def budget_options(preset: Budget) -> Any:
-    """`--max-replays`, `--max-llm-calls`, `--max-search-tokens`, `--max-candidates`, `--max-seconds` with the
-    defaults of `preset` (a `Budget` preset: one source for the library and the command line); the command
-    receives the `Budget` as its parameter `budget`."""
+    """`--max-replays`, `--max-llm-calls`, `--max-search-tokens`, `--max-candidates`, `--max-open-steps`,
+    `--max-seconds` with the defaults of `preset` (a `Budget` preset: one source for the library and the command
+    line); the command receives the `Budget` as its parameter `budget`."""
     def build(max_search_tokens: Optional[int] = None, **limits: Any) -> Budget:
         return _budget(preset, max_tokens=max_search_tokens, **limits)
 
@@ -115,6 +115,10 @@ def budget_options(preset: Budget) -> Any:
         "max_candidates": (int, typer.Option(
             preset.max_candidates, "--max-candidates", min=1, help="Analyzer-ranked diagnoses per failure; injection "
             "points per success (spread over the run's agents and steps, the answer step last).")),
+        "max_open_steps": (int, typer.Option(
+            preset.max_open_steps or 1, "--max-open-steps", min=1, help="Agent steps the earlier-steps scan may leave "
+            "open (every fix refused, not judged correct) before it stops: after an open step no flip can be a label, "
+            "so a larger value only finds unproven flips.")),
         "max_seconds": (Optional[float], typer.Option(
             preset.max_seconds, "--max-seconds", help="Outer wall clock per search, from when the scheduler admits it: "
             "a safety cap, not a budget (the work budgets above measure the search; this measures the machine). A "

@@ -21,7 +21,7 @@ from typing import Any
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from rootstep.model import Task
+from rootstep.model import CUT_LIMIT_NAMES, Task
 
 from rootstep.annotation import Budget, InjectionMode
 from ._runner import Runner, start_cluster
@@ -74,7 +74,7 @@ class PipelineReport(BaseModel):
                             ("not_flipped", "not_flipped"), ("not_causal", "not_causal"),
                             ("unproven_earliest", "unproven_earliest"), ("annotation_errors", "error")):
             c[key] = first[status]
-        for limit in ("replays", "llm_calls", "live_calls", "tokens", "wall_clock"):
+        for limit in CUT_LIMIT_NAMES:
             c[f"cut_by_{limit}"] = sum(1 for a in self.annotated if a.recheck_of is None and a.stats.cut_by == limit)
         rechecks = [a for a in self.annotated if a.recheck_of is not None]
         c["rechecks"] = len(rechecks)
@@ -86,13 +86,10 @@ class PipelineReport(BaseModel):
         seconds), so that a search that did not finish is never mistaken for one that found nothing."""
         lines = []
         cut = [a for a in self.annotated if a.recheck_of is None and a.stats.cut_by is not None]
-        for limit in ("replays", "llm_calls", "live_calls", "tokens", "wall_clock"):
+        for limit, name in CUT_LIMIT_NAMES.items():
             these = [a for a in cut if a.stats.cut_by == limit]
             if not these:
                 continue
-            name = {"replays": "the replay budget", "llm_calls": "the analyzer-call budget",
-                    "live_calls": "the live-call budget", "tokens": "the token budget",
-                    "wall_clock": "the outer wall clock"}[limit]
             done = "; ".join(f"{a.method} {a.framework}/{a.task_id} ({a.status}): {a.stats.replays} replays, "
                              f"{a.stats.analyzer_calls} analyzer calls, {a.stats.seconds:.0f} s" for a in these)
             lines.append(f"cut by {name}: {len(these)} search(es): {done}")

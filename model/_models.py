@@ -381,7 +381,12 @@ class Evidence(_Model):
         return self.model_dump(exclude={"transcript", "transcript_run_id"})
 
 
-CutLimit = Literal["replays", "llm_calls", "live_calls", "tokens", "wall_clock"]
+CutLimit = Literal["replays", "llm_calls", "live_calls", "tokens", "open_steps", "wall_clock"]
+CUT_LIMIT_NAMES: dict[str, str] = {
+    "replays": "the replay budget", "llm_calls": "the analyzer-call budget", "live_calls": "the live-call budget",
+    "tokens": "the token budget", "open_steps": "a step left open (no label possible after it)",
+    "wall_clock": "the outer wall clock"}
+"""What each `CutLimit` is, in words (the pipeline's summary)."""
 
 
 class SearchStats(_Model):

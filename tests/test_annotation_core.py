@@ -309,7 +309,7 @@ def test_invalid_answers_until_the_reask_limit_end_the_proposal():
     run = ledger.trajectory()
     analyzer = Recorder("cf-hopeless", lambda p, n: "no idea")
     result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay,
-                                budget=Budget(max_reasks=1, max_llm_calls=4))
+                                budget=Budget(max_reasks=1, max_llm_calls=4, max_open_steps=None))
     assert result.annotation.status == "unresolved" and not result.replays
     assert len(analyzer.prompts) == 4  # ranked: 1 + 1 re-ask; step 0: 1 + 1 re-ask; then the call budget is spent
     assert any("no valid answer after 1 re-ask" in n for n in result.notes)
@@ -329,6 +329,59 @@ def test_a_budget_stopped_scan_is_unproven_earliest_not_a_label():
     assert [x.diagnosis.step for x in result.attempts] == [5, 0]
     assert any("earlier scan stopped before step 1: replay budget of 2 spent" in n for n in result.notes)
     assert any("earliest not established: agent step(s) [1, 3, 4]" in n for n in a.evidence.notes)
+
+
+def test_the_scan_stops_at_a_step_it_leaves_open_since_no_later_flip_could_be_a_label():
+    """Step 1's fixes are all refused (the analyzer never writes a valid one) and it is not judged correct: a label
+    needs every earlier agent step tried or cleared, so the flip the ranked phase found at step 5 cannot be one, nor
+    could a flip at step 3 or 4. The scan stops there (`max_open_steps`), says so, and spends nothing more; with
+    no such limit it asks on and replays the fix of step 3, which flips and is still not a label."""
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+
+    def answer(prompt: str, n: int) -> str:
+        step = at_step(prompt)
+        if step is None:
+            return diag(5, fix=f"value = {correct_value(5)}")
+        return decline() if step == 0 else "no idea" if step == 1 else diag(step, fix_needed=True)
+
+    analyzer = Recorder("cf-open-step", answer)
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay, budget=Budget(max_reasks=1))
+    a = result.annotation
+    assert (a.status, a.verified, a.step) == ("unproven_earliest", False, 5)
+    assert [at_step(p) for p in analyzer.prompts] == [None, 0, 1, 1]  # step 1 asked and re-asked, then no more
+    assert [x.diagnosis.step for x in result.attempts] == [5]
+    stats = a.search_stats.model_dump()
+    assert stats["cut_by"] == "open_steps" and stats["cut_stopped"] == "the earlier scan after step 1"
+    assert "step 1 left open" in stats["cut_reason"] and "no later flip could be a label" in stats["cut_reason"]
+    assert a.metadata["untested_earlier"] == [1, 3, 4]
+
+    analyzer = Recorder("cf-open-step-scan-on", answer)
+    on = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay,
+                            budget=Budget(max_reasks=1, max_open_steps=None))
+    assert [x.diagnosis.step for x in on.attempts] == [5, 3] and on.attempts[1].success
+    assert (on.annotation.status, on.annotation.step) == ("unproven_earliest", 3)  # step 1 is still open
+    assert on.annotation.search_stats.cut_by is None and len(on.replays) > len(result.replays)
+
+
+def test_no_joint_fix_is_tried_behind_a_step_left_open():
+    """Fixes of steps 3 to 6 each failed; step 0 was left open before them, so their joint fix could not be a
+    label either and is not replayed."""
+    ledger = Ledger({3}, impossible=True)
+    run = ledger.trajectory()
+
+    def answer(prompt: str, n: int) -> str:
+        step = at_step(prompt)
+        if step is None:
+            return diag(5)
+        return "no idea" if step == 0 else decline() if step == 1 else diag(step, fix_needed=True)
+
+    result = find_decisive_step(run, analyzer=Recorder("cf-open-joint", answer).chat, replay=ledger.replay,
+                                budget=Budget(max_reasks=0, max_open_steps=2))
+    assert [x.diagnosis.step for x in result.attempts] == [5, 3, 4, 6]  # no joint attempt after them
+    assert result.annotation.status == "unresolved"
+    assert any("joint fix of steps [3, 4, 5, 6] not tried: steps [0] before them were left open" in n
+               for n in result.notes)
 
 
 def test_the_default_budget_is_what_the_run_needs_and_establishes_the_earliest():

@@ -213,12 +213,16 @@ def test_the_pipeline_summary_and_the_quality_views_say_which_limit_cut_which_se
                       cut_reason="cut by the outer wall clock of 3600s", cut_stopped="the earlier scan before step 5")
     report = PipelineReport(annotated=[row("a", "unresolved", cut), row("b", "labelled", SearchStats(replays=3)),
                                        row("c", "unproven_earliest", SearchStats(replays=9, analyzer_calls=12,
-                                                                                 seconds=800, cut_by="replays"))])
+                                                                                 seconds=800, cut_by="replays")),
+                                       row("d", "unresolved", SearchStats(replays=1, analyzer_calls=4, seconds=240,
+                                                                          cut_by="open_steps"))])
     text = report.render()
     assert "cut by the outer wall clock: 1 search(es): counterfactual ag2/a (unresolved): 2 replays, 5 analyzer " \
            "calls, 3600 s" in text
     assert "cut by the replay budget: 1 search(es): counterfactual ag2/c (unproven_earliest): 9 replays" in text
+    assert "cut by a step left open (no label possible after it): 1 search(es): counterfactual ag2/d" in text
     assert report.counts()["cut_by_wall_clock"] == 1 and report.counts()["cut_by_tokens"] == 0
+    assert report.counts()["cut_by_open_steps"] == 1
 
     wh = Warehouse(str(tmp_path / "wh"))
     wh.write_annotations([
@@ -228,4 +232,4 @@ def test_the_pipeline_summary_and_the_quality_views_say_which_limit_cut_which_se
         for r in report.annotated if r.stats.cut_by is not None])
     cuts = wh.rows("SELECT * FROM search_cuts ORDER BY cut_by")
     assert [(c["cut_by"], c["searches"], c["mean_replays"], c["mean_analyzer_calls"]) for c in cuts] == [
-        ("replays", 1, 9.0, 12.0), ("wall_clock", 1, 2.0, 5.0)]
+        ("open_steps", 1, 1.0, 4.0), ("replays", 1, 9.0, 12.0), ("wall_clock", 1, 2.0, 5.0)]

@@ -232,7 +232,8 @@ SELECT framework, benchmark, method, cut_by, count(*) AS searches,
        round(avg(seconds)) AS mean_seconds
 FROM s GROUP BY ALL ORDER BY framework, benchmark, method, cut_by"""
 """Searches that a limit cut before they had done all they would have done, per limit (`cut_by`: `replays`,
-`llm_calls`, `live_calls`, `tokens` for the work budgets, `wall_clock` for the outer safety limit), with
+`llm_calls`, `live_calls`, `tokens` for the work budgets, `open_steps` for a scan that stopped once no later flip
+could be a label, `wall_clock` for the outer safety limit), with
 what they had done: replays (controls apart), analyzer / perturber calls and seconds since admission."""
 
 
