@@ -34,6 +34,7 @@ from rootstep.benchmarks import (
     printed_output,
     program_output,
     right_answer_in,
+    same_answer,
     verify_quietly,
 )
 from rootstep.model import Annotation, Asked, Step, Task, Trajectory, Usage, Verdict, match_agent
@@ -858,6 +859,9 @@ class FixProposer:
         if wrong is not None:
             return (f"wrong_answer: the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
                     "step does not state a wrong answer")
+        kept = self.keeps_wrong_answer(step, fix)
+        if kept is not None:
+            return f"wrong_answer: {kept}: a corrected step does not keep the wrong answer"
         failing = self.failing_code(fix)
         if failing is not None:
             return (f"wrong_code: the fix's code fails the task's tests ({failing}): a corrected step's code "
@@ -918,6 +922,23 @@ class FixProposer:
             return None
         extracted = verdict.details.get("extracted")
         return None if extracted is None else str(extracted)
+
+    def keeps_wrong_answer(self, step: Step, fix: str) -> str | None:
+        """Why `fix` keeps the answer `step` states when the verifier rejects that answer (`same_answer`: the fix's
+        answer, a marked one or else its last number, or what its program prints, compared as the verifier
+        compares), or None. `wrong_answer` reads only a marked answer or a program; this catches a fix in prose
+        that restates the step's rejected answer without marking it. On the main job's GSM8K test-1101 (2026-11-29)
+        the critic's `... Ahito ran is \\(\\boxed{28}\\).` (the answer is 16) got the 1.5B's fix `The code output is
+        correct. The number of miles Ahito ran is 28.` at three steps, each replayed and failed."""
+        if self.task is None or self.verify is None or self.task.kind == "coding":
+            return None
+        own = self.wrong_answer(step.content)
+        if own is None:
+            return None
+        same = same_answer(self.task, step.content, fix, self.verify, self.run_program)
+        if same is None:
+            return None
+        return f"the fix keeps the answer {own!r} of step {step.index}, which the task's verifier rejects ({same})"
 
     def failing_code(self, text: str) -> str | None:
         """What the task's tests report of the code in `text` (its first failure, shortened) when that code defines

@@ -1,0 +1,73 @@
+"""A fix that keeps the step's rejected answer is refused before its replay, and the scan stops at the step it
+then leaves open (`FixProposer.keeps_wrong_answer`, `Budget.max_open_steps`).
+
+The run and the fixes are real: AG2 on GSM8K test-1101 (Ahito ran 16 miles) from the main job of 2026-11-29, the
+agents on the 0.5B; the critic's step 6 boxes the team's 28, and the 1.5B analyzer's fix of steps 6, 7 and 9 was
+the same sentence without the box (`The code output is correct. The number of miles Ahito ran is 28.`). That
+search replayed all seven fixes (every one failed) and a joint fix: 958 s for no label."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step
+from rootstep.benchmarks import verify
+from rootstep.gateway import Chat, register_script
+from rootstep.model import Intervention, Step, Task, Trajectory, Usage, Verdict
+
+REAL = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "ag2_gsm8k_test-1101.json").read_text())
+FIXES: dict[int, str] = {int(k): v for k, v in REAL["analyzer_fixes"].items()}
+
+
+@pytest.fixture(scope="module")
+def run() -> Trajectory:
+    task = Task.model_validate(REAL["task"])
+    steps = [Step.model_validate(s) for s in REAL["steps"]]
+    final = REAL["final_answer"] + "\n\nProgram output:\n28.0"
+    verdict = verify(task, final)
+    assert not verdict.success and verdict.details.get("extracted") is not None
+    return Trajectory(framework="ag2", benchmark="gsm8k", task_id=task.task_id, question=task.prompt,
+                      ground_truth=task.ground_truth, steps=steps, final_answer=final, verdict=verdict,
+                      recording={"gateway_run_id": "real", "task": task})
+
+
+def diagnosis(step: int, agent: str) -> str:
+    return json.dumps({"fix_needed": True, "mistake_step": step, "mistake_agent": agent, "reason": "the answer is wrong",
+                       "suggested_fix": FIXES[step]})
+
+
+def test_a_prose_fix_that_restates_the_rejected_answer_is_refused_and_the_scan_stops_there(run: Trajectory):
+    assert "boxed{28}" in run.steps[6].content and FIXES[6].endswith("Ahito ran is 28.")
+    prompts: list[str] = []
+
+    def answer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        prompts.append(messages[-1]["content"])
+        m = re.search(r"STEP UNDER EXAMINATION: step (\d+)", prompts[-1])
+        step = 6 if m is None else int(m.group(1))  # the whole-run question: the analyzer blamed the critic
+        return diagnosis(step, run.steps[step].agent)
+
+    register_script("kept-wrong-answer", answer)
+    replayed: list[Intervention] = []
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replayed.append(i)  # every one of these fixes failed in the real search
+        assert run.verdict is not None
+        return run, run.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
+
+    result = find_decisive_step(run, analyzer=Chat("scripted/kept-wrong-answer"), replay=replay,
+                                budget=Budget(max_reasks=0), verify=lambda t, a: verify(t, a))
+    fixes = [(i.step, i.kind) for i in replayed]
+    # steps 1, 3 and 4: fixes that change the answer (all wrong, the replays fail); step 6's prose keeps the 28
+    assert fixes == [(1, "fix"), (3, "fix"), (4, "fix"), (1, "fix")]  # the last: the joint fix of 1, 3 and 4
+    assert replayed[-1].also and [x.step for x in replayed[-1].also] == [3, 4]
+    refusals = [n for n in result.notes if "keeps the answer '28' of step 6" in n]
+    assert refusals, result.notes
+    stats = result.annotation.search_stats
+    assert stats.cut_by == "open_steps" and stats.cut_stopped == "the earlier scan after step 6"
+    assert not any(re.search(r"STEP UNDER EXAMINATION: step (7|9|10)\b", p) for p in prompts)
+    assert result.annotation.status == "unresolved"
