@@ -14,10 +14,20 @@ hide what the append-only layout leaves behind:
 * `verdict_suspect`: failures whose verdict may be the verifier's misreading of a right answer (the
   reason); `verifier_suspect`: annotations that found no agent error; `quality` and `label_positions`:
   the pipeline's yield, cost per label and where labels sit (see `rootstep quality`).
+
+In the catalog file (`view_statements(..., materialized=...)`) `runs`, `annotations` and `labels` read tables of
+the `materialized` schema instead: the same rows, deduplicated once when the files were listed rather than on
+every query (`materialize_statements`), kept up to date by `Warehouse` (appended to as files are added, rebuilt
+when a file it read changed or went). `steps` reads the step files listed in `materialized.step_files` (those
+with a committed step): whole files as they are, and only in a file that also holds uncommitted steps is every
+row checked against `runs`. Without `materialized` (an in-memory connection, the UI's sandbox) every view reads
+the Parquet files on each query.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import cache
 from typing import NamedTuple
 
 from ._schemas import LEGACY_ANNOTATION_COLUMNS, LEGACY_RUN_COLUMNS, PARTITION_COLUMNS, SCHEMAS, duck_type
@@ -34,8 +44,16 @@ class FileColumns(NamedTuple):
     every: frozenset[str]
 
 
-def raw_source(table: str, glob: str | None, columns: FileColumns | None = None) -> str:
-    """SQL that reads one raw table: its Parquet files, or an empty typed relation when it has none.
+def _files_sql(files: str | Sequence[str]) -> str:
+    """A glob, or a list of files, as `read_parquet`'s first argument."""
+    if isinstance(files, str):
+        return _sql_string(files)
+    return "[" + ", ".join(_sql_string(f) for f in files) + "]"
+
+
+def raw_source(table: str, glob: str | Sequence[str] | None, columns: FileColumns | None = None) -> str:
+    """SQL that reads one raw table: its Parquet files (a glob, or a list of files), or an empty typed relation
+    when it has none.
 
     Every column of the table's schema is there: one that no file holds (written before the column was added)
     reads as a typed NULL, so a warehouse written by an older rootstep stays readable. With `columns` (what the
@@ -46,15 +64,15 @@ def raw_source(table: str, glob: str | None, columns: FileColumns | None = None)
     typed = [f"CAST(NULL AS VARCHAR) AS {c}" for c in PARTITION_COLUMNS]
     typed += [f"CAST(NULL AS {duck_type(f.type)}) AS {f.name}" for f in SCHEMAS[table]]
     empty = f"SELECT {', '.join(typed)} WHERE false"
-    if glob is None:
+    if not glob:
         return empty
     hive_types = ", ".join(f"'{c}': 'VARCHAR'" for c in PARTITION_COLUMNS)
-    files = (f"read_parquet({_sql_string(glob)}, hive_partitioning = true, hive_types = {{{hive_types}}}, "
+    files = (f"read_parquet({_files_sql(glob)}, hive_partitioning = true, hive_types = {{{hive_types}}}, "
              "union_by_name = true)")
     if columns is None:
         return f"{empty} UNION ALL BY NAME SELECT * FROM {files}"
     if columns.any == columns.every:  # one set of columns in every file: no unifying of schemas per query
-        files = f"read_parquet({_sql_string(glob)}, hive_partitioning = true, hive_types_autocast = false)"
+        files = f"read_parquet({_files_sql(glob)}, hive_partitioning = true, hive_types_autocast = false)"
     projected = [*PARTITION_COLUMNS] + [f.name if f.name in columns.any else f"CAST(NULL AS {duck_type(f.type)}) AS {f.name}"
                                         for f in SCHEMAS[table]]
     return f"SELECT {', '.join(projected)} FROM {files}"
@@ -78,25 +96,87 @@ def _ordered_columns(table: str, columns: FileColumns | None = None) -> str:
     return ", ".join(names)
 
 
-def view_statements(globs: dict[str, str | None], columns: dict[str, FileColumns] | None = None) -> list[str]:
+MATERIALIZED = "materialized"
+"""The catalog's schema of the deduplicated tables behind `runs`, `annotations` and `labels`, the committed
+(run, batch) pairs of each step file (`step_runs`, `step_files`), and what they were built from (`files`,
+`builds`, written by `Warehouse`)."""
+
+MATERIALIZED_SOURCES = ("runs", "annotations", "steps")
+"""The raw tables the materialized tables are built from (`annotations` builds `labels` too)."""
+
+_DEDUPE_ORDER = {"runs": "batch_id", "llm_calls": "created_at", "replays": "created_at", "annotations": "created_at"}
+"""Of the rows of one id, the view keeps the first in this order (rows of one id hold the same content)."""
+
+
+class StepFiles(NamedTuple):
+    """The step files with a committed step: `whole` where every step is committed, `partial` where some are
+    not (a batch that crashed, or lost a race, half-way), and the columns each group's files hold."""
+
+    whole: Sequence[str] = ()
+    whole_columns: FileColumns | None = None
+    partial: Sequence[str] = ()
+    partial_columns: FileColumns | None = None
+
+
+def _deduped(table: str, source: str, columns: FileColumns | None) -> str:
+    """One row per id of `table` from `source` (raw rows), its columns in the view's order."""
+    return (f"SELECT {_ordered_columns(table, columns)} FROM {source} "
+            f"QUALIFY row_number() OVER (PARTITION BY id ORDER BY {_DEDUPE_ORDER[table]}) = 1")
+
+
+_LATEST_LABEL = "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY created_at DESC, id DESC) = 1"
+
+
+def _labels(source: str, columns: FileColumns | None) -> str:
+    """The latest verified non-recheck label of each run among `source`'s raw annotation rows.
+
+    Straight from the raw rows: one row per run is also one row per id (an id is its content, so the rows of one
+    id are the same row), and one window instead of two halved the label queries of bench/warehouse.py."""
+    return (f"SELECT {_ordered_columns('annotations', columns)} FROM {source} "
+            f"WHERE verified AND status = 'labelled' AND {_NOT_RECHECK} {_LATEST_LABEL}")
+
+
+def _committed_steps(source: str, columns: FileColumns | None, runs: str) -> str:
+    return (f"SELECT {_ordered_columns('steps', columns)} FROM {source} s "
+            f"WHERE EXISTS (SELECT 1 FROM {runs} r WHERE r.id = s.run_id AND r.batch_id = s.batch_id)")
+
+
+def _materialized_steps(files: StepFiles) -> str:
+    parts = []
+    if files.whole:
+        parts.append(f"SELECT {_ordered_columns('steps', files.whole_columns)} "
+                     f"FROM ({raw_source('steps', files.whole, files.whole_columns)})")
+    if files.partial:
+        parts.append(_committed_steps(f"({raw_source('steps', files.partial, files.partial_columns)})",
+                                      files.partial_columns, f"{MATERIALIZED}.runs"))
+    if not parts:
+        parts.append(f"SELECT {_ordered_columns('steps')} FROM ({raw_source('steps', None)})")
+    return " UNION ALL ".join(parts)
+
+
+def view_statements(globs: dict[str, str | None], columns: dict[str, FileColumns] | None = None,
+                    materialized: StepFiles | None = None) -> list[str]:
     """CREATE VIEW statements for every view, given each raw table's glob (or None when it is empty) and, when
-    known, the columns its files hold (`FileColumns`: the raw views then read only what a query needs)."""
+    known, the columns its files hold (`FileColumns`: the raw views then read only what a query needs).
+
+    With `materialized` (the step files with a committed step), `runs`, `annotations` and `labels` read the
+    tables `materialize_statements` built in the `MATERIALIZED` schema, and `steps` reads those step files."""
     held = columns or {}
     statements = [f"CREATE OR REPLACE VIEW raw_{t} AS {raw_source(t, globs.get(t), held.get(t))}" for t in SCHEMAS]
     for table in ("runs", "llm_calls", "replays", "annotations"):
-        order = "batch_id" if table == "runs" else "created_at"
-        statements.append(
-            f"CREATE OR REPLACE VIEW {table} AS SELECT {_ordered_columns(table, held.get(table))} FROM raw_{table} "
-            f"QUALIFY row_number() OVER (PARTITION BY id ORDER BY {order}) = 1"
-        )
+        if materialized is not None and table in MATERIALIZED_SOURCES:
+            statements.append(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM {MATERIALIZED}.{table}")
+        else:
+            statements.append(f"CREATE OR REPLACE VIEW {table} AS {_deduped(table, f'raw_{table}', held.get(table))}")
+    if materialized is not None:
+        statements += [f"CREATE OR REPLACE VIEW steps AS {_materialized_steps(materialized)}",
+                       f"CREATE OR REPLACE VIEW labels AS SELECT * FROM {MATERIALIZED}.labels"]
+    else:
+        statements += [
+            f"CREATE OR REPLACE VIEW steps AS {_committed_steps('raw_steps', held.get('steps'), 'runs')}",
+            f"CREATE OR REPLACE VIEW labels AS {_labels('raw_annotations', held.get('annotations'))}",
+        ]
     statements += [
-        f"CREATE OR REPLACE VIEW steps AS SELECT {_ordered_columns('steps', held.get('steps'))} FROM raw_steps s "
-        "WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.batch_id = s.batch_id)",
-        # straight from the raw rows: one row per run is also one row per id (an id is its content, so the rows of
-        # one id are the same row), and one window instead of two halved the label queries of bench/warehouse.py
-        f"CREATE OR REPLACE VIEW labels AS SELECT {_ordered_columns('annotations', held.get('annotations'))} "
-        f"FROM raw_annotations WHERE verified AND status = 'labelled' AND {_NOT_RECHECK} "
-        "QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY created_at DESC, id DESC) = 1",
         _LABEL_STEPS,
         "CREATE OR REPLACE VIEW unproven_earliest AS SELECT * FROM annotations a "
         f"WHERE status = 'unproven_earliest' AND {_NOT_RECHECK} "
@@ -117,6 +197,84 @@ def view_statements(globs: dict[str, str | None], columns: dict[str, FileColumns
         _SEARCH_CUTS,
     ]
     return statements
+
+
+MATERIALIZED_STATE = [
+    f"CREATE SCHEMA IF NOT EXISTS {MATERIALIZED}",
+    f"CREATE TABLE IF NOT EXISTS {MATERIALIZED}.files (source VARCHAR, path VARCHAR, stamp VARCHAR)",
+    f"CREATE TABLE IF NOT EXISTS {MATERIALIZED}.builds (name VARCHAR, digest VARCHAR)",
+]
+"""The tables that say what the materialized tables were built from: each source's files (`path`: as
+`read_parquet` was given it; `stamp`: its size and modification time), and a digest of each build's SQL and of
+each view's (a table or view whose definition changed is rebuilt)."""
+
+_FORMAT = "materialized tables, format 1"
+"""Part of every build's digest: a change to how the tables are kept up to date rebuilds them."""
+
+
+def materialize_statements(source: str, files: Sequence[str], columns: FileColumns | None = None, *,
+                           append: bool = False, stale: Sequence[str] = ()) -> list[str]:
+    """Statements that build the materialized tables of one raw table (`MATERIALIZED_SOURCES`) from `files`.
+
+    Without `append`, from scratch: `files` are all of the table's files. With `append`, `files` were added
+    since the last build: their rows join the tables where they come first (the pick of each table is a first
+    or a latest of the raw rows, so the pick among the kept rows and the new ones is the pick among all rows).
+    Step files are independent of each other: `stale` ones (changed or gone) lose their rows, and changed ones
+    are among `files` again. A run or annotation file that changed or went needs a build from scratch."""
+    m = MATERIALIZED
+    if source == "steps":
+        pairs = (f"SELECT DISTINCT filename AS path, run_id, batch_id FROM read_parquet({_files_sql(files)}, "
+                 "filename = true, union_by_name = true)" if files else
+                 "SELECT CAST(NULL AS VARCHAR) AS path, CAST(NULL AS VARCHAR) AS run_id, "
+                 "CAST(NULL AS VARCHAR) AS batch_id WHERE false")
+        if not append:
+            return [f"CREATE OR REPLACE TABLE {m}.step_runs AS {pairs}"]
+        gone = ", ".join(_sql_string(f) for f in stale)
+        statements = [f"DELETE FROM {m}.step_runs WHERE path IN ({gone})"] if stale else []
+        return statements + ([f"INSERT INTO {m}.step_runs {pairs}"] if files else [])
+    raw = f"({raw_source(source, files, columns)})"
+    if not append:
+        statements = [f"CREATE OR REPLACE TABLE {m}.{source} AS {_deduped(source, raw, columns)}"]
+        if source == "annotations":
+            statements.append(f"CREATE OR REPLACE TABLE {m}.labels AS {_labels(raw, columns)}")
+        return statements
+    if not files:
+        return []
+    fresh, pick = f"{m}_fresh_{source}", f"{m}_pick_{source}"
+    statements = [
+        f"CREATE OR REPLACE TEMP TABLE {fresh} AS {raw_source(source, files, columns)}",
+        f"CREATE OR REPLACE TEMP TABLE {pick} AS SELECT * FROM ("
+        f"SELECT * FROM {m}.{source} WHERE id IN (SELECT id FROM {fresh}) "
+        f"UNION ALL BY NAME {_deduped(source, fresh, columns)}) "
+        f"QUALIFY row_number() OVER (PARTITION BY id ORDER BY {_DEDUPE_ORDER[source]}) = 1",
+        f"DELETE FROM {m}.{source} WHERE id IN (SELECT id FROM {pick})",
+        f"INSERT INTO {m}.{source} BY NAME SELECT * FROM {pick}",
+    ]
+    if source == "annotations":
+        statements += [
+            f"CREATE OR REPLACE TEMP TABLE {pick} AS SELECT * FROM ("
+            f"SELECT * FROM {m}.labels WHERE run_id IN (SELECT run_id FROM {fresh}) "
+            f"UNION ALL BY NAME {_labels(fresh, columns)}) {_LATEST_LABEL}",
+            f"DELETE FROM {m}.labels WHERE run_id IN (SELECT run_id FROM {pick})",
+            f"INSERT INTO {m}.labels BY NAME SELECT * FROM {pick}",
+        ]
+    return statements + [f"DROP TABLE {fresh}", f"DROP TABLE {pick}"]
+
+
+@cache
+def materialize_digest(source: str) -> str:
+    """What a build of `source`'s materialized tables depends on besides its files (changed: build anew)."""
+    full = materialize_statements(source, ["<files>"])
+    step = materialize_statements(source, ["<files>"], append=True, stale=["<stale>"])
+    return "\n".join([_FORMAT, *full, *step])
+
+
+STEP_FILES = f"""CREATE OR REPLACE TABLE {MATERIALIZED}.step_files AS
+SELECT p.path, count(r.id) = count(*) AS whole
+FROM {MATERIALIZED}.step_runs p LEFT JOIN {MATERIALIZED}.runs r ON r.id = p.run_id AND r.batch_id = p.batch_id
+GROUP BY p.path HAVING count(r.id) > 0"""
+"""The step files with a committed step (a step whose run row, of the same batch, is in `runs`), and whether
+every step of the file is (`whole`): what the materialized `steps` view reads (`StepFiles`)."""
 
 
 _NOT_RECHECK = "recheck_of IS NULL"

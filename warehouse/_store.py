@@ -9,6 +9,7 @@ came from the same batch, so a crash between the two leaves nothing half-visible
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,7 +25,17 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from ._catalog import FileColumns, view_statements
+from ._catalog import (
+    MATERIALIZED,
+    MATERIALIZED_SOURCES,
+    MATERIALIZED_STATE,
+    STEP_FILES,
+    FileColumns,
+    StepFiles,
+    materialize_digest,
+    materialize_statements,
+    view_statements,
+)
 from rootstep.model import Annotation, LLMCall, Replay, Trajectory, WarehouseError, content_id
 from ._schemas import (
     PARTITION_COLUMNS,
@@ -88,7 +99,7 @@ class Warehouse:
                 cache.mkdir(parents=True, exist_ok=True)
                 catalog = str(cache / (sha256(location.encode()).hexdigest()[:16] + ".duckdb"))
         self.catalog = catalog
-        self._file_columns: dict[tuple[str, int, int], frozenset[str]] = {}
+        self._file_columns: dict[tuple[str, str], frozenset[str]] = {}
 
     # ------------------------------------------------------------------ paths
 
@@ -242,40 +253,130 @@ class Warehouse:
 
     # ------------------------------------------------------------------ catalog and queries
 
-    def _globs(self) -> tuple[dict[str, str | None], dict[str, FileColumns]]:
+    def _listing(self) -> dict[str, dict[str, str]]:
+        """Each table's files, as DuckDB reads them (`_url`), with a stamp of their version (`_stamp`)."""
+        listing: dict[str, dict[str, str]] = {}
+        for table in SCHEMAS:
+            found = self.fs.glob(f"{self.table_dir(table)}/*/*/*.parquet", detail=True)
+            listing[table] = {self._url(path): _stamp(info) for path, info in sorted(found.items())}
+        return listing
+
+    def _globs(self, listing: dict[str, dict[str, str]]) -> tuple[dict[str, str | None], dict[str, FileColumns]]:
         """Each table's glob (None: no files yet) and, for a local warehouse, the columns its files hold."""
         globs: dict[str, str | None] = {}
         columns: dict[str, FileColumns] = {}
-        for table in SCHEMAS:
-            files = self.table_files(table)
+        for table, files in listing.items():
             globs[table] = self._url(f"{self.table_dir(table)}/*/*/*.parquet") if files else None
-            if files and self.local:
-                held = [self._columns_of(f) for f in files]
-                columns[table] = FileColumns(frozenset().union(*held), frozenset.intersection(*held))
+            held = self._columns(files)
+            if held is not None:
+                columns[table] = held
         return globs, columns
 
-    def _columns_of(self, path: str) -> frozenset[str]:
-        """The columns one local Parquet file holds, read from its footer once per version of the file (keyed by
-        its size and modification time: a file replaced in place, as a migration may do, is read again)."""
-        stat = os.stat(path)
-        key = (path, stat.st_size, stat.st_mtime_ns)
+    def _columns(self, files: dict[str, str]) -> FileColumns | None:
+        """The columns local `files` (path: stamp) hold, in any and in every one; None for remote ones."""
+        if not self.local or not files:
+            return None
+        held = [self._columns_of(path, stamp) for path, stamp in files.items()]
+        return FileColumns(frozenset().union(*held), frozenset.intersection(*held))
+
+    def _columns_of(self, path: str, stamp: str) -> frozenset[str]:
+        """The columns one local Parquet file holds, read from its footer once per version of the file (`stamp`:
+        a file replaced in place, as a migration may do, is read again)."""
+        key = (path, stamp)
         if key not in self._file_columns:
             self._file_columns[key] = frozenset(pq.read_schema(path).names)
         return self._file_columns[key]
 
     def _create_views(self, con: duckdb.DuckDBPyConnection) -> None:
-        for statement in view_statements(*self._globs()):
+        """Views that read the files on every query (an in-memory connection: nothing to keep up to date)."""
+        for statement in view_statements(*self._globs(self._listing())):
             con.execute(statement)
 
+    def _materialize(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Bring the catalog's materialized tables and its views up to date with the files, in one transaction
+        (another client of the catalog sees them before or after, whole). Nothing is written when no file was
+        added, changed or removed since the last time; a file removed between the listing and the read (a
+        vacuum elsewhere) makes it list again."""
+        with _catalog_lock(self.catalog):
+            for attempt in range(3):
+                listing = self._listing()
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    self._update_catalog(con, listing)
+                    con.execute("COMMIT")
+                    return
+                except duckdb.IOException:
+                    con.execute("ROLLBACK")
+                    if attempt == 2:
+                        raise
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+
+    def _update_catalog(self, con: duckdb.DuckDBPyConnection, listing: dict[str, dict[str, str]]) -> None:
+        m = MATERIALIZED
+        tables = {r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = ?",
+            [m]).fetchall()}
+        if not {"files", "builds"} <= tables:
+            for statement in MATERIALIZED_STATE:
+                con.execute(statement)
+        known: dict[str, dict[str, str]] = defaultdict(dict)
+        for source, path, stamp in con.execute(f"SELECT source, path, stamp FROM {m}.files").fetchall():
+            known[source][path] = stamp
+        builds = dict(con.execute(f"SELECT name, digest FROM {m}.builds").fetchall())
+        if not {"runs", "annotations", "labels", "step_runs", "step_files"} <= tables:
+            builds = {}  # a new catalog (or one a client dropped a table of): everything is built
+        built: dict[str, str] = {}
+        for source in MATERIALIZED_SOURCES:
+            now, before = listing[source], known[source]
+            digest = _digest(materialize_digest(source))
+            stale = [path for path, stamp in before.items() if now.get(path) != stamp]
+            added = {path: stamp for path, stamp in now.items() if before.get(path) != stamp}
+            if builds.get(source) != digest or (stale and source != "steps"):
+                statements = materialize_statements(source, list(now), self._columns(now))
+            elif added or stale:
+                statements = materialize_statements(source, list(added), self._columns(added), append=True,
+                                                    stale=stale)
+            else:
+                continue
+            for statement in statements:
+                con.execute(statement)
+            con.execute(f"DELETE FROM {m}.files WHERE source = ?", [source])
+            if now:
+                con.execute(f"INSERT INTO {m}.files SELECT ?, unnest(?), unnest(?)", [source, list(now), list(now.values())])
+            built[source] = digest
+        if "runs" in built or "steps" in built:
+            con.execute(STEP_FILES)
+        steps = listing["steps"]
+        whole: dict[str, str] = {}
+        partial: dict[str, str] = {}
+        for path, is_whole in con.execute(f"SELECT path, whole FROM {m}.step_files ORDER BY path").fetchall():
+            (whole if is_whole else partial)[path] = steps[path]
+        files = StepFiles(list(whole), self._columns(whole), list(partial), self._columns(partial))
+        views = {r[0] for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main'"
+        ).fetchall()}
+        for statement in view_statements(*self._globs(listing), materialized=files):
+            name = statement.split(None, 5)[4]  # CREATE OR REPLACE VIEW <name> AS ...
+            digest = _digest(statement)
+            if builds.get(f"view {name}") != digest or name not in views:
+                con.execute(statement)
+                built[f"view {name}"] = digest
+        if built:
+            con.execute(f"DELETE FROM {m}.builds WHERE name IN (SELECT unnest(?))", [list(built)])
+            con.execute(f"INSERT INTO {m}.builds SELECT unnest(?), unnest(?)", [list(built), list(built.values())])
+
     def refresh_catalog(self) -> None:
-        """Point the catalog file's views at the tables as they are now (a table may have gained files)."""
+        """Bring the catalog file up to date with the tables as they are now (a table may have gained files):
+        what a client that opens the file itself (`duckdb rootstep-data/catalog.duckdb`) reads."""
         try:
             con = duckdb.connect(self.catalog)
         except duckdb.IOException:
-            return  # another process holds the catalog; it refreshes its views when it connects
+            return  # another process holds the catalog; it is brought up to date when it is next connected to
         try:
             self._register(con)
-            self._create_views(con)
+            self._materialize(con)
         finally:
             con.close()
 
@@ -285,14 +386,23 @@ class Warehouse:
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A DuckDB connection with every view; in memory when another process holds the catalog file."""
+        """A DuckDB connection with every view, which sees every file written before it was made.
+
+        The catalog file's, brought up to date first (`_materialize`); when another process holds the catalog
+        file, an in-memory connection whose views read the files on each query (materializing there would be
+        done for this connection alone: it would pay only over many queries)."""
         try:
             con = duckdb.connect(self.catalog)
+            in_catalog = True
         except duckdb.IOException:
             con = duckdb.connect()
+            in_catalog = False
         try:
             self._register(con)
-            self._create_views(con)
+            if in_catalog:
+                self._materialize(con)
+            else:
+                self._create_views(con)
             yield con
         finally:
             con.close()
@@ -367,6 +477,28 @@ class Warehouse:
                 removed["orphan_step_files"] += 1
         self.refresh_catalog()
         return removed
+
+
+def _stamp(info: dict[str, Any]) -> str:
+    """A file's version as its filesystem describes it: its size and whichever of its times, inode or ETag the
+    filesystem reports (a file replaced in place has another)."""
+    return " ".join(str(info.get(key, "")) for key in ("size", "mtime", "created", "LastModified", "ETag", "ino"))
+
+
+def _digest(text: str) -> str:
+    return sha256(text.encode()).hexdigest()[:32]
+
+
+_CATALOG_LOCKS: dict[str, threading.Lock] = {}
+_CATALOG_LOCKS_GUARD = threading.Lock()
+
+
+def _catalog_lock(catalog: str) -> threading.Lock:
+    """One lock per catalog file in this process: two threads bringing it up to date at once would conflict
+    (DuckDB lets one process open the file; connections of one process share it)."""
+    key = os.path.realpath(catalog)
+    with _CATALOG_LOCKS_GUARD:
+        return _CATALOG_LOCKS.setdefault(key, threading.Lock())
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
