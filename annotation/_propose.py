@@ -848,24 +848,26 @@ class FixProposer:
         return self.retakes[step.index]
 
     def fix_problem(self, step: Step, fix: str) -> str | None:
-        """Why `fix` cannot be the correction of `step`: it hands over the reference answer (`leak`), or it
-        states an answer the verifier rejects. The latter was a label: on AgentPrune MATH-500 255 (slice of
+        """Why `fix` cannot be the correction of `step`, checked in this order (each may run the task's verifier
+        or a program): it hands over the reference answer (`leak`), states an answer the verifier rejects
+        (`wrong_answer`) or keeps the step's rejected one (`keeps_wrong_answer`), or holds code that fails the
+        task's tests (`failing_code`). A wrong answer was a label: on AgentPrune MATH-500 255 (slice of
         2026-11-28) the retaken first step stated 7 where the step had stated the right 4, and the replay
         flipped anyway (the decision agent answered 4 in it): a correction does not state a wrong answer."""
-        leaked = self.leak(step, fix)
-        if leaked is not None:
-            return f"answer_leak: {leaked}"
-        wrong = self.wrong_answer(fix)
-        if wrong is not None:
-            return (f"wrong_answer: the fix states the answer {wrong!r}, which the task's verifier rejects: a corrected "
-                    "step does not state a wrong answer")
-        kept = self.keeps_wrong_answer(step, fix)
-        if kept is not None:
-            return f"wrong_answer: {kept}: a corrected step does not keep the wrong answer"
-        failing = self.failing_code(fix)
-        if failing is not None:
-            return (f"wrong_code: the fix's code fails the task's tests ({failing}): a corrected step's code "
-                    "passes them")
+        checks: list[tuple[str, Callable[[], str | None], str]] = [
+            ("answer_leak", lambda: self.leak(step, fix), "{}"),
+            ("wrong_answer", lambda: self.wrong_answer(fix),
+             "the fix states the answer {!r}, which the task's verifier rejects: a corrected step does not state a "
+             "wrong answer"),
+            ("wrong_answer", lambda: self.keeps_wrong_answer(step, fix),
+             "{}: a corrected step does not keep the wrong answer"),
+            ("wrong_code", lambda: self.failing_code(fix),
+             "the fix's code fails the task's tests ({}): a corrected step's code passes them"),
+        ]
+        for kind, check, message in checks:
+            found = check()
+            if found is not None:
+                return f"{kind}: {message.format(found)}"
         return None
 
     def leak(self, step: Step, fix: str) -> str | None:
