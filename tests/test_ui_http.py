@@ -67,10 +67,13 @@ def test_attributing_a_stored_run_stores_a_tracer_prediction_like_evaluate(ui):
     assert status["state"] == "done" and status["run_id"] == ui["counterfactual_run"]
     page = client.get(answer.headers["location"]).text
     assert "stored as <code>method=tracer</code>" in page
+    assert "the model's answer (1)" in page  # what the tracer answered, from the annotation's transcript
     [stored] = wh.rows("SELECT * FROM annotations WHERE run_id = ? AND method = 'tracer'", [ui["counterfactual_run"]])
     assert stored["annotator"] == "all_at_once/scripted/ui-http-tracer+gt" and stored["verified"] is False
     # the recorded answer names an agent this run does not have: stored as unparseable, never guessed
     assert stored["status"] == "unresolved" and any("not an agent" in n for n in stored["notes"])
+    [asked] = json.loads(stored["transcript"]) if isinstance(stored["transcript"], str) else stored["transcript"]
+    assert asked["prompt_name"] == "tracer all_at_once" and asked["answer"] == RECORDED_ANSWER
     assert wh.count("labels") == labels  # a prediction never becomes a label
 
 

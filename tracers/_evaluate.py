@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from rootstep.model import Annotation, Evidence, Trajectory
+from rootstep.model import Annotation, Asked, Evidence, Trajectory
 from rootstep.warehouse import Warehouse
 
 from ._baselines import attach_baselines
@@ -49,9 +49,10 @@ def to_annotation(run_id: str, t: Trajectory, a: Attribution, annotator: str | N
         verified=False,
         status="labelled" if labelled else "unresolved",
         annotator=annotator or annotator_name(a.method, a.model, a.with_ground_truth),
-        evidence=Evidence(reason=a.reason, notes=notes),
+        evidence=Evidence(reason=a.reason, notes=notes,
+                          transcript=[Asked(prompt_name=f"tracer {a.method}", answer=answer) for answer in a.answers]),
         cost=a.cost,
-        metadata={"answers": a.answers} | ({"details": a.details} if a.details else {}),
+        metadata={"details": a.details} if a.details else {},
     )
 
 

@@ -144,9 +144,10 @@ def _scrubbed(annotation: Annotation) -> Annotation:
     evidence = annotation.evidence.model_copy(update={
         "reason": None if annotation.evidence.reason is None else redact_text(annotation.evidence.reason),
         "notes": [redact_text(n) for n in annotation.evidence.notes],
+        "transcript": [asked.model_copy(update={"answer": redact_text(asked.answer)})
+                       for asked in annotation.evidence.transcript],
     })
-    answers = [redact_text(a) for a in annotation.metadata.get("answers", [])]
-    return annotation.model_copy(update={"evidence": evidence, "metadata": {**annotation.metadata, "answers": answers}})
+    return annotation.model_copy(update={"evidence": evidence})
 
 
 class Jobs:
