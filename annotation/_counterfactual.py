@@ -464,25 +464,16 @@ def find_decisive_step(
     return search.result("rootstep")
 
 
-def sequential_scan(
-    trajectory: Trajectory,
-    verdict: Verdict | None = None,
-    task_context: TaskContext | None = None,
-    analyzer: ChatLike | None = None,
-    replay: ReplayFn | None = None,
-    budget: Budget | None = None,
-    *,
-    max_prompt_chars: int = 24_000,
-    verify: Verify | None = None,
-) -> CounterfactualResult:
+def sequential_scan(trajectory: Trajectory, *, analyzer: ChatLike, replay: ReplayFn, budget: Budget | None = None,
+                    verify: Verify | None = None, max_prompt_chars: int = 24_000) -> CounterfactualResult:
     """The naive baseline: from step 0, ask for a fix of every agent step and re-simulate each, stopping
     at the first success (which is then the earliest). No analyzer ranking; the analyzer may not
     declare a step correct. Paired with a replay callable that re-runs everything live (no prefix
-    replay), it is the "sequential scan that re-simulates every step live" of the benchmark.
+    replay), it is the "sequential scan that re-simulates every step live" of the benchmark. The arguments
+    are `find_decisive_step`'s (the run's own verdict and task context); the default budget is a replay and
+    four calls per step, whatever steps are left open.
     """
-    if analyzer is None or replay is None:
-        raise TypeError("sequential_scan needs an analyzer and a replay callable")
-    search = _Search(trajectory, verdict, task_context or TaskContext.of(trajectory), analyzer, replay,
+    search = _Search(trajectory, None, TaskContext.of(trajectory), analyzer, replay,
                      budget or Budget(max_replays=len(trajectory.steps), max_llm_calls=4 * len(trajectory.steps),
                                       max_open_steps=None),
                      max_prompt_chars, verify)
