@@ -196,12 +196,31 @@ def ask_valid(
         return None, f"{prompt_name}: no valid answer after {meter.budget.max_reasks} re-ask(s); last problem: {problem}"
 
 
+_LATEX_AS_ESCAPE = re.compile(
+    r"\\(\\"                                   # an escaped backslash: kept as it is
+    r"|b(?:oxed\{|ar\{|eta\b|inom\{|egin\{|ig[lr]?\b)|f(?:rac\{|orall\b|lat\b)"
+    r"|n(?:eq\b|e\b|u\b|abla\b|ot(?:in)?\b|ewline\b)|r(?:ight\b|ho\b|angle\b|floor\b|ceil\b)"
+    r"|t(?:imes\b|ext(?:bf|it)?\{|heta\b|frac\{|au\b|an\b|o\b|riangle\b)"
+    r"|u(?![0-9a-fA-F]{4})|[^\"\\/bfnrtu])")
+"""A backslash in an answer's JSON that starts a LaTeX command (`\\boxed`, `\\frac`, `\\times`, `\\neq`: JSON would
+read `\\b`, `\\f`, `\\t`, `\\n` as a backspace, form feed, tab or newline) or any escape JSON does not have (`\\(`,
+`\\sqrt`, `\\underline`: the object would not parse at all)."""
+
+
+def latex_escaped(text: str) -> str:
+    """`text` with each backslash that `_LATEX_AS_ESCAPE` finds doubled, so that JSON reads the LaTeX the model
+    wrote. Models write LaTeX in JSON strings with one backslash: on the main job of 2026-11-29 the 1.5B's fix
+    `"... Ahito ran is \\boxed{28}\\n"` was read as `... is <backspace>oxed{28}` and replayed so."""
+    return _LATEX_AS_ESCAPE.sub(lambda m: m.group(0) if m.group(1) == "\\" else "\\\\" + m.group(1), text)
+
+
 def json_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
     """The first JSON object in an answer (fenced or bare), or why there is none.
 
     Models wrap JSON in ```json fences, prose, or `<think>` blocks; the first `{` that starts a valid
     object wins. An answer with no such object is a problem, never guessed at.
     """
+    text = latex_escaped(text)
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:
