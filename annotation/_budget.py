@@ -36,6 +36,11 @@ class Budget(BaseModel):
     """Calls to the analyzer / perturber, re-asks included. None: sized to the run (`for_run`)."""
     max_reasks: int = Field(default=2, ge=0)
     """Re-asks after an invalid answer, per proposal (the problem is stated in the re-ask)."""
+    max_write_reasks: int = Field(default=0, ge=0)
+    """Re-asks of a retake or a rewrite (writing out a fix the analyzer only described: `retake_step`,
+    `rewrite_step`) after a refused answer, the problem stated. 0 by default: on the main job of 2026-11-29 and
+    its re-run (8 searches) the 1.5B's 10 retake re-asks and 6 rewrite re-asks were all refused again, 16 of its
+    73 calls, while 5 of its 6 re-asked diagnoses were accepted (`max_reasks`)."""
     max_candidates: int = Field(default=3, ge=1)
     """Analyzer-ranked diagnoses tried before scanning earlier steps; perturber proposals per injection."""
     max_live_calls: int | None = Field(default=None, ge=0)

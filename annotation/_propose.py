@@ -151,6 +151,8 @@ def ask_valid(
     prompt_name: str,
     *,
     grow: bool = True,
+    reasks: int | None = None,
+    reask_if: Callable[[str], bool] | None = None,
 ) -> tuple[T | None, str | None]:
     """Ask until `validate` accepts the answer, at most `max_reasks` re-asks, each stating the problem (and,
     for a greedy chat, sampled at `REASK_TEMPERATURE`).
@@ -160,14 +162,17 @@ def ask_valid(
     (`finish_reason == "length"`) is never parsed: the same prompt is asked again with twice the room
     (`max_tokens` doubled, up to `MAX_ANSWER_TOKENS`; these re-asks count as LLM calls but not against
     `max_reasks`; with `grow=False` a cut answer ends the proposal instead: an answer that rewrites one step
-    and runs past the room sized to that step is rambling, not a longer step). Returns `(value, None)`, or
-    `(None, why)` when the answers stayed invalid, the call failed, or the budget ran out.
+    and runs past the room sized to that step is rambling, not a longer step). `reasks`: the re-asks allowed
+    (default the budget's `max_reasks`); `reask_if(problem)`: whether this problem is re-asked at all (a refusal
+    that the model is known not to mend ends the proposal at once). Returns `(value, None)`, or `(None, why)` when the answers stayed
+    invalid, the call failed, or the budget ran out.
     """
+    most = meter.budget.max_reasks if reasks is None else reasks
     with _temperature_given_back(chat):
         previous: str | None = None
         problem: str | None = None
-        reasks = 0
-        while reasks <= meter.budget.max_reasks:
+        asked = 0
+        while asked <= most:
             stop = meter.cannot_ask(f"a call of {prompt_name}")
             if stop:
                 return None, stop
@@ -186,14 +191,16 @@ def ask_valid(
                 if grown is None:
                     return None, f"{prompt_name}: the answer was {cut} and cannot be given more room"
                 continue
-            reasks += 1
+            asked += 1
             value, problem = validate(answer)
             log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem, call_id=call_id))
             if problem is None:
                 return value, None
+            if reask_if is not None and not reask_if(problem):
+                break
             previous = answer
             _sample_reasks(chat)
-        return None, f"{prompt_name}: no valid answer after {meter.budget.max_reasks} re-ask(s); last problem: {problem}"
+        return None, f"{prompt_name}: no valid answer after {asked - 1} re-ask(s); last problem: {problem}"
 
 
 _LATEX_AS_ESCAPE = re.compile(
@@ -426,15 +433,17 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
     Where the analyzer found a mistake at the step but could not write the corrected message (it described
     the change, or its rewrite left the message unchanged), the stronger model doing the agent's own work is
     the correction; the reference answer is never in the request. A retake equal to the step is re-asked
-    (sampled). `check` (the caller's `check_fix`) is asked of every answer: a retake it refuses is re-asked once
-    with the problem stated, as an agent is told its code failed (`wrong_code: ... got ..., expected ...`) or its
+    (sampled). `check` (the caller's `check_fix`) is asked of every answer: a retake it refuses is re-asked
+    (`Budget.max_write_reasks` times, none by default: the 1.5B's 8 re-asked refused retakes of 2026-11-29 were
+    all refused again) with the problem stated, as an agent is told its code failed (`wrong_code: ... got ..., expected ...`) or its
     answer is wrong; what the re-ask does not fix is refused (a retake that hands over the answer at a step that
     gave none stays an `answer_leak`). On the main job of 2026-11-28 (MBPP 310) the 1.5B's retake returned the
     coder's `tuple(s)`, which keeps the space the tests drop; it was refused unseen by the model, and the step
     stayed open with no replay.
 
     A retake is asked for the form the agent's instructions ask for: when its system prompt asks for a Python
-    code block (`asks_for_code`) and the retake has none, it is re-asked once for it. The main job of 2026-11-28
+    code block (`asks_for_code`) and the retake has none, it is re-asked once for it, whatever
+    `max_write_reasks` says. The main job of 2026-11-28
     (GSM8K test-474): the 1.5B in the AG2 coder's seat worked out the right 80 in prose; the executor found no
     code block, the critic wrote code printing another quantity (20), and the replay failed: a correction the
     team could not run. Prose is not refused: when the re-ask brings no code either, the first prose answer is
@@ -462,16 +471,27 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
         if code_form and not code_blocks(text):
             if not prose:
                 prose.append(text)
-            return None, ("your instructions ask for a Python code block (```python ... ```) and the answer has none; "
-                          "write the message as they ask")
+            return None, _NO_CODE_BLOCK
         return text, None
 
+    refused: list[str] = []
+
+    def reask(problem: str) -> bool:
+        if problem == _NO_CODE_BLOCK:
+            return True  # asked for the form its instructions ask for, once: on GSM8K test-1101 that retake flipped
+        refused.append(problem)
+        return len(refused) <= meter.budget.max_write_reasks
+
     with plain_text(chat), room(chat, step_room(step)):
-        text, why = ask_valid(chat, render, validate, meter, log, "retake_step", grow=False)
+        text, why = ask_valid(chat, render, validate, meter, log, "retake_step", grow=False,
+                              reasks=max(meter.budget.max_write_reasks, 1 if code_form else 0), reask_if=reask)
     if text is None and prose:
         return prose[0], None  # asked for its code block and not given it: the agent's work as first written
     return text, why
 
+
+_NO_CODE_BLOCK = ("your instructions ask for a Python code block (```python ... ```) and the answer has none; write the "
+                  "message as they ask")
 
 _ASKS_FOR_CODE = re.compile(r"```python|\bpython code block\b", re.IGNORECASE)
 
@@ -521,7 +541,8 @@ def rewrite_step(chat: ChatLike, step: Step, instruction: str, reason: str, ques
     with plain_text(chat), room(chat, step_room(step)):
         return ask_valid(chat, lambda previous, problem: render(
             "rewrite_step.j2", question=question, step=step, instruction=instruction, reason=reason,
-            previous_answer=previous, problem=problem), validate, meter, log, "rewrite_step.j2", grow=False)
+            previous_answer=previous, problem=problem), validate, meter, log, "rewrite_step.j2", grow=False,
+            reasks=meter.budget.max_write_reasks)
 
 
 

@@ -112,6 +112,26 @@ def test_a_step_whose_code_fails_is_asked_for_its_correction_not_cleared(task, c
     assert any("step 1 (coder) has code that fails the task's tests" in n for n in result.annotation.evidence.notes)
 
 
+def test_by_default_a_refused_retake_is_not_asked_again(task, check):
+    """`Budget.max_write_reasks` 0: the retake whose code fails is refused and the proposal ends there, one call;
+    the analyzer's own diagnoses are still re-asked (`max_reasks`)."""
+    from rootstep.annotation._budget import Meter
+    from rootstep.annotation._propose import retake_step, check_fix
+
+    run = run_of(task, check, CODER)
+    request = [{"role": "system", "content": "You are the coder of a small team."},
+               {"role": "user", "content": task.prompt}]
+    chat, prompts = analyzer("retake-refused-once", [RETAKEN, FIX_RIGHT])
+    log: list[Any] = []
+    refuse = lambda text: None if check(task, text).success else "wrong_code: the fix's code fails the task's tests"  # noqa: E731
+    text, why = retake_step(chat, request, run.steps[1], Meter(Budget(max_reasks=2)), log, check=refuse)
+    assert text is None and len(prompts) == 1 and "no valid answer after 0 re-ask(s)" in why and "wrong_code" in why
+    chat, prompts = analyzer("retake-refused-reasked", [RETAKEN, FIX_RIGHT])
+    text, why = retake_step(chat, request, run.steps[1], Meter(Budget(max_write_reasks=1)), [], check=refuse)
+    assert text == FIX_RIGHT and why is None and len(prompts) == 2  # asked again with the problem, mended
+    assert check_fix(run.steps[1], FIX_RIGHT) is None
+
+
 def test_code_that_defines_something_else_is_not_judged(task, check):
     """A helper or a test script is not the task's function: the tests say nothing about it."""
     run = run_of(task, check, CODER)
@@ -140,8 +160,8 @@ RETAKEN = ("```python\ndef string_to_tuple(s):\n    return tuple(s)\n\n# Test ca
 
 def test_a_retake_whose_code_fails_is_re_asked_in_the_agents_seat_with_the_failing_test(task, check):
     """The retake was refused unseen (`wrong_code`) and the step stayed open with no replay; asked again in the
-    coder's seat with the first failing test stated, as an executor would report it, the corrected code is the
-    fix replayed and the label."""
+    coder's seat with the first failing test stated (`max_write_reasks=1`; the 1.5B never mended a refused
+    retake, so by default it is not asked again), the corrected code is the fix replayed and the label."""
     run = run_of(task, check, CODER)
     request = [{"role": "system", "content": "You are the coder of a small team."},
                {"role": "user", "content": task.prompt}]
@@ -157,7 +177,7 @@ def test_a_retake_whose_code_fails_is_re_asked_in_the_agents_seat_with_the_faili
     replay, replays = replayer(task, check)
 
     result = find_decisive_step(run, analyzer=Chat("scripted/retake-failing"), replay=replay,
-                                budget=Budget(max_reasks=1), verify=check,
+                                budget=Budget(max_reasks=1, max_write_reasks=1), verify=check,
                                 step_request=lambda step: request if step.index == 1 else None)
 
     assert result.verified and (result.agent, result.step) == ("coder", 1)

@@ -626,8 +626,12 @@ def test_a_rewrite_that_is_still_a_description_or_unchanged_is_refused():
     for bad in ("The coder should have divided by 3/4.", step.content):
         chat, _ = scripted(f"rewrite-bad-{len(bad)}", [bad, bad])
         log: list[Asked] = []
-        text, why = rewrite_step(chat, step, "Change the calculation", "", run.question, Meter(Budget(max_reasks=1)), log)
+        text, why = rewrite_step(chat, step, "Change the calculation", "", run.question,
+                                 Meter(Budget(max_write_reasks=1)), log)
         assert text is None and ("describes a change" in why or "unchanged" in why) and len(log) == 2
+        chat, prompts = scripted(f"rewrite-bad-once-{len(bad)}", [bad, bad])
+        text, why = rewrite_step(chat, step, "Change the calculation", "", run.question, Meter(Budget()), [])
+        assert text is None and "after 0 re-ask(s)" in why and len(prompts) == 1  # by default not asked again
     chat, _ = scripted("rewrite-preface", ["Here is the corrected message:\n" + QWEN_1_5B_REWRITTEN])
     text, why = rewrite_step(chat, step, "Change the calculation", "", run.question, Meter(Budget()), [])
     assert (text, why) == (QWEN_1_5B_REWRITTEN, None)
