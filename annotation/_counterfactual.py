@@ -10,7 +10,9 @@ Search order (`find_decisive_step`):
    `Budget.max_candidates`, until one succeeds at step t;
 2. *earlier*: every untried agent step before t in ascending order (all untried steps when nothing
    succeeded), each with the step-specific prompt; the analyzer may declare a step correct (no
-   replay). The first success there is the earliest, since every step before it has been examined.
+   replay). The first success there is the earliest, since every step before it has been examined; the scan
+   stops at the first step it leaves open (every fix refused, not judged correct: `Budget.max_open_steps`),
+   after which no flip could be a label.
 A label is verified only when a replay turned the failure into a success with a fix that changed the
 agent's work: a fix that re-states the step's own answer in another form (`same_answer`, judged by the
 task's verifier) proves the check, not the agent, wrong, and verifies nothing. The analyzer may also
@@ -473,9 +475,8 @@ def sequential_scan(trajectory: Trajectory, *, analyzer: ChatLike, replay: Repla
     are `find_decisive_step`'s (the run's own verdict and task context); the default budget is a replay and
     four calls per step, whatever steps are left open.
     """
+    budget = budget or Budget(max_replays=len(trajectory.steps), max_llm_calls=4 * len(trajectory.steps))
     search = _Search(trajectory, None, TaskContext.of(trajectory), analyzer, replay,
-                     budget or Budget(max_replays=len(trajectory.steps), max_llm_calls=4 * len(trajectory.steps),
-                                      max_open_steps=None),
-                     max_prompt_chars, verify)
+                     budget.model_copy(update={"max_open_steps": None}), max_prompt_chars, verify)
     search.scan(require_fix=True, source="sequential")
     return search.result("sequential")
