@@ -164,8 +164,8 @@ def ask_valid(
     `max_reasks`; with `grow=False` a cut answer ends the proposal instead: an answer that rewrites one step
     and runs past the room sized to that step is rambling, not a longer step). `reasks`: the re-asks allowed
     (default the budget's `max_reasks`); `reask_if(problem)`: whether this problem is re-asked at all (a refusal
-    that the model is known not to mend ends the proposal at once). Returns `(value, None)`, or `(None, why)` when the answers stayed
-    invalid, the call failed, or the budget ran out.
+    that the model is known not to mend ends the proposal at once). Returns `(value, None)`, or `(None, why)`
+    when the answers stayed invalid, the call failed, or the budget ran out.
     """
     most = meter.budget.max_reasks if reasks is None else reasks
     with _temperature_given_back(chat):
@@ -435,15 +435,15 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
     the correction; the reference answer is never in the request. A retake equal to the step is re-asked
     (sampled). `check` (the caller's `check_fix`) is asked of every answer: a retake it refuses is re-asked
     (`Budget.max_write_reasks` times, none by default: the 1.5B's 8 re-asked refused retakes of 2026-11-29 were
-    all refused again) with the problem stated, as an agent is told its code failed (`wrong_code: ... got ..., expected ...`) or its
-    answer is wrong; what the re-ask does not fix is refused (a retake that hands over the answer at a step that
+    all refused again) with the problem stated, as an agent is told its code failed (`wrong_code: ... got ...,
+    expected ...`) or its answer is wrong; what the re-ask does not fix is refused (a retake that hands over the answer at a step that
     gave none stays an `answer_leak`). On the main job of 2026-11-28 (MBPP 310) the 1.5B's retake returned the
     coder's `tuple(s)`, which keeps the space the tests drop; it was refused unseen by the model, and the step
     stayed open with no replay.
 
     A retake is asked for the form the agent's instructions ask for: when its system prompt asks for a Python
-    code block (`asks_for_code`) and the retake has none, it is re-asked once for it, whatever
-    `max_write_reasks` says. The main job of 2026-11-28
+    code block (`asks_for_code`) and the retake has none, it is re-asked once for it, whatever `max_write_reasks`
+    says. The main job of 2026-11-28
     (GSM8K test-474): the 1.5B in the AG2 coder's seat worked out the right 80 in prose; the executor found no
     code block, the critic wrote code printing another quantity (20), and the replay failed: a correction the
     team could not run. Prose is not refused: when the re-ask brings no code either, the first prose answer is

@@ -382,11 +382,11 @@ class Evidence(_Model):
 
 
 CutLimit = Literal["replays", "llm_calls", "live_calls", "tokens", "open_steps", "wall_clock"]
-CUT_LIMIT_NAMES: dict[str, str] = {
+CUT_LIMIT_NAMES: dict[CutLimit, str] = {
     "replays": "the replay budget", "llm_calls": "the analyzer-call budget", "live_calls": "the live-call budget",
     "tokens": "the token budget", "open_steps": "a step left open (no label possible after it)",
     "wall_clock": "the outer wall clock"}
-"""What each `CutLimit` is, in words (the pipeline's summary)."""
+"""What each `CutLimit` is, in words (the pipeline's summary); every limit has one (tests/test_scheduler.py)."""
 
 
 class SearchStats(_Model):

@@ -223,6 +223,10 @@ def test_the_pipeline_summary_and_the_quality_views_say_which_limit_cut_which_se
     assert "cut by a step left open (no label possible after it): 1 search(es): counterfactual ag2/d" in text
     assert report.counts()["cut_by_wall_clock"] == 1 and report.counts()["cut_by_tokens"] == 0
     assert report.counts()["cut_by_open_steps"] == 1
+    from typing import get_args
+
+    from rootstep.model import CUT_LIMIT_NAMES, CutLimit
+    assert list(CUT_LIMIT_NAMES) == list(get_args(CutLimit))  # every limit named once, in the summary's order
 
     wh = Warehouse(str(tmp_path / "wh"))
     wh.write_annotations([
