@@ -82,11 +82,6 @@ class InjectionAttempt(Replayed):
         """The corrupted replay failed with a verdict that is not suspect (before the controls)."""
         return self.replay.success_after is False and self.suspect is None
 
-    @property
-    def flipped(self) -> bool:
-        """A failure that the controls confirm."""
-        return self.confirmed
-
 
 class InjectionResult(BaseModel):
     """The labelled failure (when a corruption flipped the run) and every attempt behind it.
@@ -278,7 +273,7 @@ class _Injection:
         # (which reaches its later live calls) make a replay differ from this one
         self.acts_later = result is not None and any(
             s.kind == "agent" and s.agent == c.agent for s in result.steps[c.step + 1:])
-        if a.flipped and result is not None:
+        if a.confirmed and result is not None:
             self.flipped = (a, result)
             return True
         return False
@@ -391,7 +386,7 @@ class _Injection:
         notes = [
             f"step {a.corruption.step} ({a.corruption.source}{':' + a.corruption.name if a.corruption.name else ''}, "
             f"{a.mode}): "
-            + ("flipped the run to failure" if a.flipped else
+            + ("flipped the run to failure" if a.confirmed else
                f"failed, not causal: {a.not_causal}" if a.not_causal else
                f"failed, but the verdict is suspect ({a.suspect}): not a flip" if a.suspect else
                "diverged" if a.replay.divergence else "replay error" if a.replay.error else "run still succeeded")

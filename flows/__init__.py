@@ -3,8 +3,8 @@
 The flows run the pure algorithms of the annotation stage (`rootstep.annotation`) and are the only
 writers of what they return. Each flow lives in its own module, imported on demand (importing this
 package does not import Prefect): `rootstep.flows.collect.collect`, `rootstep.flows.annotate.annotate` (the
-one annotate flow that `rootstep annotate`, the pipeline and deployments run; its stages `.counterfactual`,
-`.inject`, `.recheck`), `rootstep.flows.pipeline.pipeline`, `rootstep.flows.deploy` (deployments, backfill).
+one annotate flow that `rootstep annotate`, the pipeline and deployments run; `.counterfactual`, `.inject` and
+`.recheck` run it with one stage), `rootstep.flows.pipeline.pipeline`, `rootstep.flows.deploy` (deployments, backfill).
 What one search does is in `_searches` (its unit spec, its analyzer and its replay); the defaults every
 command reads are `DEFAULTS` (`_defaults`). See
 docs/pipeline.md. `Runner` says where their units of work run (`runner=`): threads of the flow's

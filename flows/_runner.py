@@ -9,9 +9,9 @@
   `Session` (gateway, limits, warehouse).
 * `dask` / `ray`: `prefect_dask.DaskTaskRunner` / `prefect_ray.RayTaskRunner`. Without an address a
   local multi-process cluster is started for the flow (`workers` processes, `threads_per_worker`
-  tasks each) and stopped after it; a pipeline starts one and its subflows share it. Each unit opens
-  a worker session in its process (`rootstep.flows._remote`) and returns its outcome; the flow
-  process writes it (the warehouse has one writer; `rootstep.flows._unit`).
+  tasks each) and stopped after it; a pipeline starts one and its subflows (collect, annotate) share
+  it. Each unit opens a worker session in its process (`rootstep.flows._remote`) and returns its
+  outcome; the flow process writes it (the warehouse has one writer; `rootstep.flows._unit`).
 
 Each task run reports its state to the Prefect API of the flow: with the ephemeral API (no
 `PREFECT_API_URL`) that is the flow's temporary server on 127.0.0.1, which local workers reach; a

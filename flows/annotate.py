@@ -1,5 +1,6 @@
-"""The annotation flows: `annotate` (what `rootstep annotate`, the pipeline and the deployments run), made of
-`counterfactual` over unlabelled failures, `inject` over successes and `recheck` of labels.
+"""The annotation flow `annotate` (what `rootstep annotate`, the pipeline and the deployments run), in stages:
+`counterfactual` over unlabelled failures, `inject` over successes and `recheck` of labels; the functions
+`counterfactual`, `inject` and `recheck` run it with one stage.
 
     from rootstep.flows.annotate import annotate, counterfactual, inject
     annotate(analyzer_model="openai/gpt-4o-mini", perturber_model="openai/gpt-4o-mini")
@@ -32,7 +33,7 @@ from __future__ import annotations
 import contextvars
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from prefect import flow
 from pydantic import BaseModel, Field
@@ -41,7 +42,7 @@ from rootstep.annotation import Budget, InjectionMode
 from rootstep.warehouse import counterfactual_queue, inject_queue, recheck_queue
 
 from ._defaults import DEFAULTS
-from ._runner import Runner, open_runner, start_cluster
+from ._runner import Placement, Runner, open_runner, start_cluster
 from ._searches import AnnotatedRun, Causality, CounterfactualSpec, InjectSpec, SearchSpec
 from ._session import Limits, Session, open_session, stopped_by_signals
 from ._unit import gather, unit_task
@@ -63,138 +64,44 @@ def _search_inputs(session: Session, run_id: str) -> dict[str, Any]:
     return {"trajectory": trajectory, "recorded": session.recording(trajectory.recorded().gateway_run_id)}
 
 
-def _search(session: Session, placement: Any, name: str, specs: Iterator[SearchSpec]) -> list[AnnotatedRun]:
-    """Submit each search unit (`name`: its Prefect task's name) and gather what they found."""
+def _searches(session: Session, placement: Placement, name: str, entries: Sequence[Any],
+              spec: Callable[[Any, dict[str, Any]], SearchSpec]) -> list[AnnotatedRun]:
+    """One stage's searches: a unit per queue entry (a run id, or a label for `recheck`: its `run_id`), built by
+    `spec(entry, inputs)` (inputs: the run and its recorded calls), submitted as Prefect tasks named `name`,
+    and what they found, stored as each finishes (`gather`)."""
+    specs = [spec(entry, _search_inputs(session, getattr(entry, "run_id", entry))) for entry in entries]
+    session.ensure_images({s.trajectory.framework for s in specs})
     task = unit_task(name, retries=1)
-    queued = list(specs)
-    session.ensure_images({spec.trajectory.framework for spec in queued})
-    return gather(session, [(spec, placement.submit(task, spec)) for spec in queued])
+    return gather(session, [(s, placement.submit(task, s)) for s in specs])
 
 
-@flow(name="rootstep-counterfactual", persist_result=False)
-def counterfactual(
-    analyzer_model: str = DEFAULTS.annotator_model,
-    frameworks: list[str] | None = None,
-    benchmarks: list[str] | None = None,
-    run_ids: list[str] | None = None,
-    limit: int | None = None,
-    budget: Budget | None = None,
-    max_tokens: int | None = None,
-    warehouse: str | None = None,
-    limits: Limits | None = None,
-    runner: Runner | None = None,
-    session: Session | None = None,
-    include_suspect: bool = False,
-    causality: Causality | None = None,
-) -> AnnotateReport:
-    """Counterfactual search over the failures queue (see the module docstring).
-
-    Args:
-        analyzer_model: the analyzer LLM (any litellm / gateway model string).
-        frameworks, benchmarks, run_ids: restrict the queue (None: no restriction).
-        limit: at most this many failures.
-        budget: per failure (`Budget`: replays, LLM calls, re-asks, candidates, live calls, seconds).
-        max_tokens: the least room per analyzer answer (None: 1024); each run's answers get room for its
-            longest step (`rewrite_budget`), and a cut answer is re-asked with more.
-        runner: where the searches run (default: threads of this process; see `rootstep.flows._runner`).
-        include_suspect: also search failures whose verdict is suspect (`verdict_suspect`).
-        causality: controls and repeats per flip, and the least confidence a label keeps (`Causality`).
-    """
-    started = time.perf_counter()
-    with open_session(warehouse, session=session, limits=limits) as session, open_runner(runner, session) as placement:
-        with session.lock:
-            queue = counterfactual_queue(session.warehouse, frameworks, benchmarks, run_ids, limit, include_suspect)
-        runs = _search(session, placement, "counterfactual", (CounterfactualSpec(
-            **_search_inputs(session, rid), analyzer_model=analyzer_model, budget=budget or Budget(),
-            max_tokens=max_tokens, include_suspect=include_suspect, causality=causality or Causality())
-            for rid in queue))
-    return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
+def counterfactual(analyzer_model: str = DEFAULTS.annotator_model, **options: Any) -> AnnotateReport:
+    """`annotate` with the counterfactual stage only: the failures queue (`options`: annotate's)."""
+    return annotate(("counterfactual",), analyzer_model, **options)
 
 
-@flow(name="rootstep-inject", persist_result=False)
-def inject(
-    perturber_model: str | None = DEFAULTS.annotator_model,
-    frameworks: list[str] | None = None,
-    benchmarks: list[str] | None = None,
-    run_ids: list[str] | None = None,
-    limit: int | None = None,
-    budget: Budget | None = None,
-    programmatic: bool = True,
-    seed: int = 0,
-    max_tokens: int | None = None,
-    warehouse: str | None = None,
-    limits: Limits | None = None,
-    runner: Runner | None = None,
-    session: Session | None = None,
-    mode: InjectionMode = "auto",
-    causality: Causality | None = None,
-) -> AnnotateReport:
-    """Fault injection over the successes queue (see the module docstring).
-
-    Args:
-        perturber_model: the perturber LLM; None uses the programmatic perturbations only.
-        programmatic: also try the programmatic perturbations after the perturber's proposals.
-        seed: fixes the injection points and the order of the programmatic candidates.
-        max_tokens: the least room per perturber answer (see `counterfactual`).
-        runner: where the injections run (default: threads of this process; see `rootstep.flows._runner`).
-        mode: `auto` (team-aware, then persistent), `team_aware`, `persistent` or `one_shot`
-            (`rootstep.annotation._injection`).
-        causality: controls and repeats per flip, and the least confidence a label keeps (`Causality`).
-    """
-    started = time.perf_counter()
-    with open_session(warehouse, session=session, limits=limits) as session, open_runner(runner, session) as placement:
-        with session.lock:
-            queue = inject_queue(session.warehouse, frameworks, benchmarks, run_ids, limit)
-        runs = _search(session, placement, "inject", (InjectSpec(
-            **_search_inputs(session, rid), perturber_model=perturber_model, budget=budget or Budget(), seed=seed,
-            programmatic=programmatic, max_tokens=max_tokens, mode=mode, causality=causality or Causality())
-            for rid in queue))
-    return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
+def inject(perturber_model: str | None = DEFAULTS.annotator_model, **options: Any) -> AnnotateReport:
+    """`annotate` with the fault-injection stage only: the successes queue (`options`: annotate's)."""
+    return annotate(("inject",), perturber_model=perturber_model, **options)
 
 
-
-@flow(name="rootstep-recheck", persist_result=False)
-def recheck(
-    analyzer_model: str = DEFAULTS.annotator_model,
-    n: int = 1,
-    frameworks: list[str] | None = None,
-    benchmarks: list[str] | None = None,
-    run_ids: list[str] | None = None,
-    budget: Budget | None = None,
-    max_tokens: int | None = None,
-    warehouse: str | None = None,
-    limits: Limits | None = None,
-    runner: Runner | None = None,
-    session: Session | None = None,
-    causality: Causality | None = None,
-) -> AnnotateReport:
+def recheck(analyzer_model: str = DEFAULTS.annotator_model, n: int = 1, **options: Any) -> AnnotateReport:
     """Re-annotate `n` labelled failures from scratch (fresh analyzer samples, the agent steps asked in another,
     seeded order) and store each attempt beside the label (`recheck_of`, never in `labels`): the
-    `agreement` view and `rootstep quality` report how often the (agent, step) agree."""
-    started = time.perf_counter()
-    with open_session(warehouse, session=session, limits=limits) as session, open_runner(runner, session) as placement:
-        with session.lock:
-            labels = recheck_queue(session.warehouse, frameworks, benchmarks, run_ids, n)
-        runs = _search(session, placement, "recheck", (CounterfactualSpec(
-            **_search_inputs(session, label.run_id), analyzer_model=analyzer_model, budget=budget or Budget(),
-            max_tokens=max_tokens, include_suspect=True, causality=causality or Causality(), recheck=label)
-            for label in labels))
-    return AnnotateReport(runs=runs, seconds=round(time.perf_counter() - started, 3))
+    `agreement` view and `rootstep quality` report how often the (agent, step) agree (`options`: annotate's)."""
+    return annotate((), analyzer_model, recheck=n, **options)
 
 
-_recheck_flow = recheck  # `annotate`'s own `recheck` argument (how many labels) hides the flow's name there
-
-
-def _timed(fn: Callable[[], AnnotateReport]) -> tuple[AnnotateReport, float]:
+def _timed(fn: Callable[[], list[AnnotatedRun]]) -> tuple[list[AnnotatedRun], float]:
     clock = time.perf_counter()
     out = fn()
     return out, round(time.perf_counter() - clock, 3)
 
 
-def _at_once(stages: dict[str, Callable[[], AnnotateReport]], session: Session) -> dict[str, tuple[AnnotateReport, float]]:
-    """Run the annotation stages (each a Prefect subflow) at the same time, each in a thread with a copy of
-    this flow's context so that it stays a subflow: counterfactual searches on failures and fault injection
-    on successes are independent. Returns each stage's report and its seconds, in order. A signal's
+def _at_once(stages: dict[str, Callable[[], list[AnnotatedRun]]], session: Session) -> dict[str, tuple[list[AnnotatedRun], float]]:
+    """Run the annotation stages at the same time, each in a thread with a copy of this flow's context so that
+    its units are this flow's tasks: counterfactual searches on failures and fault injection on successes
+    are independent. Returns each stage's report and its seconds, in order. A signal's
     exception stops `session` before the pool waits for the stages (their units then end at once)."""
     with ThreadPoolExecutor(max(len(stages), 1), thread_name_prefix="rootstep-stage") as pool, \
             stopped_by_signals(session):
@@ -202,7 +109,7 @@ def _at_once(stages: dict[str, Callable[[], AnnotateReport]], session: Session) 
         return {name: future.result() for name, future in futures.items()}
 
 
-def _one_after_another(stages: dict[str, Callable[[], AnnotateReport]]) -> dict[str, tuple[AnnotateReport, float]]:
+def _one_after_another(stages: dict[str, Callable[[], list[AnnotatedRun]]]) -> dict[str, tuple[list[AnnotatedRun], float]]:
     """The annotation stages in order, each with its seconds."""
     return {name: _timed(fn) for name, fn in stages.items()}
 
@@ -237,35 +144,64 @@ def annotate(
     causality: Causality | None = None,
     recheck: int = 0,
 ) -> AnnotateReport:
-    """Annotate what the queues hold: the `counterfactual` and `inject` stages (at once when neither annotator
-    is the in-process model: `side_by_side`), then `recheck` of that many labels. One session and one cluster
-    serve every stage. `perturber_model` None: the programmatic perturbations only; `inject_budget`: the
-    injections' budget (default `budget`); the other arguments are the stages' (`counterfactual`, `inject`,
-    `recheck`)."""
+    """Annotate what the queues hold, the one annotation flow (`rootstep annotate`, the pipeline, deployments;
+    `counterfactual`, `inject` and `recheck` call it with one stage): the `counterfactual` stage over the failures
+    queue and `inject` over the successes queue (at once when neither annotator is the in-process model:
+    `side_by_side`), then `recheck` of that many labels. One session and one placement serve every stage.
+
+    Args:
+        analyzer_model / perturber_model: the analyzer and perturber LLMs (any litellm / gateway model
+            string); `perturber_model` None: the programmatic perturbations only.
+        frameworks, benchmarks, run_ids: restrict the queues (None: no restriction); `limit`: at most this
+            many runs per stage.
+        budget: per search (`Budget`: replays, LLM calls, re-asks, candidates, live calls, seconds);
+            `inject_budget`: the injections' (default `budget`).
+        programmatic: also try the programmatic perturbations after the perturber's proposals; `seed` fixes
+            the injection points and the order of the programmatic candidates.
+        max_tokens: the least room per analyzer answer (None: 1024); each run's answers get room for its
+            longest step (`rewrite_budget`), and a cut answer is re-asked with more.
+        runner: where the searches run (default: threads of this process; see `rootstep.flows._runner`).
+        include_suspect: also search failures whose verdict is suspect (`verdict_suspect`).
+        inject_mode: `auto` (team-aware, then persistent), `team_aware`, `persistent` or `one_shot`
+            (`rootstep.annotation._injection`).
+        causality: controls and repeats per flip, and the least confidence a label keeps (`Causality`).
+        recheck: after the stages, re-annotate this many labels in scope from scratch.
+    """
     started = time.perf_counter()
+    budget = budget or Budget()
+    causality = causality or Causality()
     report = AnnotateReport()
-    with open_session(warehouse, session=session, limits=limits) as session, start_cluster(runner) as runner:
-        run: dict[str, Callable[[], AnnotateReport]] = {}
+    with open_session(warehouse, session=session, limits=limits) as session, start_cluster(runner) as runner, \
+            open_runner(runner, session) as placement:
+        def queued(read: Callable[..., Sequence[Any]], *args: Any) -> Sequence[Any]:
+            with session.lock:
+                return read(session.warehouse, frameworks, benchmarks, run_ids, *args)
+
+        run: dict[str, Callable[[], list[AnnotatedRun]]] = {}
         if "counterfactual" in stages:
-            run["counterfactual"] = lambda: counterfactual(
-                analyzer_model, frameworks=frameworks, benchmarks=benchmarks, run_ids=run_ids, limit=limit,
-                budget=budget, max_tokens=max_tokens, runner=runner, session=session,
-                include_suspect=include_suspect, causality=causality)
+            run["counterfactual"] = lambda: _searches(
+                session, placement, "counterfactual", queued(counterfactual_queue, limit, include_suspect),
+                lambda run_id, inputs: CounterfactualSpec(
+                    **inputs, analyzer_model=analyzer_model, budget=budget, max_tokens=max_tokens,
+                    include_suspect=include_suspect, causality=causality))
         if "inject" in stages:
-            run["inject"] = lambda: inject(
-                perturber_model, frameworks=frameworks, benchmarks=benchmarks, run_ids=run_ids, limit=limit,
-                budget=inject_budget or budget, programmatic=programmatic, seed=seed, max_tokens=max_tokens,
-                runner=runner, session=session, mode=inject_mode, causality=causality)
+            run["inject"] = lambda: _searches(
+                session, placement, "inject", queued(inject_queue, limit),
+                lambda run_id, inputs: InjectSpec(
+                    **inputs, perturber_model=perturber_model, budget=inject_budget or budget, seed=seed,
+                    programmatic=programmatic, max_tokens=max_tokens, mode=inject_mode, causality=causality))
         models = [m for m, stage in ((analyzer_model, "counterfactual"), (perturber_model or "programmatic", "inject"))
                   if stage in stages]
         for name, (done, seconds) in (_at_once(run, session) if side_by_side(models) else _one_after_another(run)).items():
-            report.runs += done.runs
+            report.runs += done
             report.stage_seconds[name] = seconds
         if recheck:  # the labels just found (or any in scope), re-done from scratch
-            done, seconds = _timed(lambda: _recheck_flow(
-                analyzer_model, recheck, frameworks=frameworks, benchmarks=benchmarks, run_ids=run_ids, budget=budget,
-                max_tokens=max_tokens, runner=runner, session=session, causality=causality))
-            report.runs += done.runs
+            done, seconds = _timed(lambda: _searches(
+                session, placement, "recheck", queued(recheck_queue, recheck),
+                lambda label, inputs: CounterfactualSpec(
+                    **inputs, analyzer_model=analyzer_model, budget=budget, max_tokens=max_tokens,
+                    include_suspect=True, causality=causality, recheck=label)))
+            report.runs += done
             report.stage_seconds["recheck"] = seconds
     report.seconds = round(time.perf_counter() - started, 3)
     return report

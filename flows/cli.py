@@ -7,6 +7,7 @@ Module-level imports stay light: Prefect and the flows are imported inside the c
 from __future__ import annotations
 
 import json
+import os
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from .annotate import Stage
 
 console = Console()
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # before Prefect is imported: this runs offline
 
 WarehouseOpt = WarehouseOption
 
@@ -168,16 +170,12 @@ limits_options = option_group("limits", {
 }, build=lambda **limits: Limits(**limits))
 """`--per-model`, `--sandboxes`, `--episode-seconds`, `--searches` (defaults: `Limits`'): the command receives
 the `Limits` as its parameter `limits`."""
+SliceOpt = typer.Option(None, "--benchmark", "-b",
+                        help=f"NAME:COUNT; repeat for several (default {DEFAULTS.benchmark_help()}).")
+"""The benchmark slice to collect (`_benchmarks` reads it)."""
 MaxTokensOpt = typer.Option(None, "--max-tokens", min=16,
                             help="Least room per analyzer/perturber answer (default: sized to each run's longest step; "
                                  "a cut answer is re-asked with more).")
-
-
-def _prefect_env() -> None:
-    """Before Prefect is imported: no usage analytics from the (ephemeral) server; this runs offline."""
-    import os
-
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 
 def check_frameworks(names: Optional[list[str]]) -> Optional[list[str]]:
@@ -306,8 +304,7 @@ def _run_flows(run: Any) -> Any:
 def pipeline_cmd(
     framework: Optional[list[str]] = FrameworkOpt(),
     system: Optional[list[Path]] = SystemOpt,
-    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
-                                                  help=f"NAME:COUNT; repeat for several (default {DEFAULTS.benchmark_help()})."),
+    benchmark: Optional[list[str]] = SliceOpt,
     model: str = ModelOpt,
     analyzer_model: Optional[str] = AnalyzerOpt,
     perturber_model: Optional[str] = PerturberOpt,
@@ -331,7 +328,6 @@ def pipeline_cmd(
     """Collect -> split -> counterfactual + inject -> warehouse. With no arguments: the main job's slice
     (AG2 on a few GSM8K and MBPP tasks), the offline models, a local Prefect (ephemeral API), the
     ./rootstep-data warehouse."""
-    _prefect_env()
     from rootstep.flows.pipeline import pipeline
 
     framework, benchmarks = with_systems(framework, system), _benchmarks(benchmark)
@@ -359,7 +355,6 @@ def collect_cmd(
     runner: Any = None,
 ) -> None:
     """Run frameworks on benchmark tasks, verify, store runs, steps and LLM calls (stored runs are skipped)."""
-    _prefect_env()
     from rootstep.flows.collect import collect
 
     framework, benchmark = with_systems(framework, system), _benchmark_name(benchmark)
@@ -404,7 +399,6 @@ def annotate_cmd(
     runner: Any = None,
 ) -> None:
     """Annotate the stored failures without a counterfactual label and the successes not yet injected."""
-    _prefect_env()
     from rootstep.flows.annotate import annotate
 
     framework = with_systems(framework, system)
@@ -463,14 +457,12 @@ def deploy_cmd(
     cron: str = typer.Option(DEFAULTS.cron, help="When the pipeline runs (cron, UTC)."),
     framework: Optional[list[str]] = FrameworkOpt(),
     system: Optional[list[Path]] = SystemOpt,
-    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", "-b",
-                                                  help=f"NAME:COUNT; repeat for several (default {DEFAULTS.benchmark_help()})."),
+    benchmark: Optional[list[str]] = SliceOpt,
     model: str = ModelOpt,
     warehouse: Optional[str] = WarehouseOpt,
     serve: bool = typer.Option(False, help="Also execute the scheduled runs in this process (blocks)."),
 ) -> None:
     """Create the Prefect deployments (nightly pipeline on a benchmark slice) on the server in PREFECT_API_URL."""
-    _prefect_env()
     from rootstep.flows.deploy import default_schedules, deploy
 
     schedules = default_schedules(model=model, warehouse=warehouse, frameworks=with_systems(framework, system),
@@ -498,7 +490,6 @@ def backfill_cmd(
     runner: Any = None,
 ) -> None:
     """Register a new benchmark (JSONL + verifier) and run the pipeline on it once."""
-    _prefect_env()
     from rootstep.benchmarks import BenchmarkError
     from rootstep.flows.deploy import backfill
 

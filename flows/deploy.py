@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._defaults import DEFAULTS
 
-FlowName = Literal["pipeline", "collect", "annotate", "counterfactual", "inject", "recheck"]
+FlowName = Literal["pipeline", "collect", "annotate"]
+"""The flows a deployment can run (one stage of annotation: `annotate` with `parameters={"stages": [...]}`)."""
 
 
 class Schedule(BaseModel):
@@ -61,9 +62,9 @@ def flow_object(name: FlowName) -> Any:
         from .collect import collect
 
         return collect
-    from . import annotate
+    from .annotate import annotate
 
-    return getattr(annotate, name)
+    return annotate
 
 
 def to_deployments(schedules: list[Schedule]) -> list[Any]:

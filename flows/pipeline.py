@@ -5,9 +5,9 @@
     print(report.render())
 
 `split` is not a step that copies anything: it is the warehouse's `successes` / `failures` views
-(collected runs only). The three flows share one session (warehouse, gateway, limits); each runs as a
-Prefect subflow. With `runner=Runner(kind="dask"|"ray")` without an address, one local cluster is
-started for the pipeline and its three subflows submit their tasks to it. Collection and both
+(collected runs only). Its two subflows, `collect` and `annotate`, share one session (warehouse, gateway,
+limits). With `runner=Runner(kind="dask"|"ray")` without an address, one local cluster is started for the
+pipeline and both subflows submit their tasks to it. Collection and both
 annotation stages skip what the warehouse already holds, so
 running the pipeline again only does what is missing (and a crashed pipeline resumes).
 """

@@ -563,7 +563,7 @@ def test_injection_tries_the_next_candidate_when_the_first_does_not_flip():
 
     result = inject_fault(run, perturber.chat, ledger.replay, Budget(), programmatic=False, mode="one_shot")
 
-    assert [x.flipped for x in result.attempts] == [False, True]
+    assert [x.confirmed for x in result.attempts] == [False, True]
     assert result.annotation.step == 4 and result.annotation.agent == "Planner"
     assert "CORRUPTIONS ALREADY TESTED" in perturber.prompts[1] and "restated the value" in perturber.prompts[1]
     assert "run still succeeded" in result.annotation.evidence.notes[0]

@@ -50,6 +50,15 @@ def fix_json(step: int, agent: str, fix: str) -> str:
                        "fix_needed": True})
 
 
+JUDGED_FINE = json.dumps({"fix_needed": False, "reason": "fine"})
+
+
+def ranks_aggregator(then: Callable[[int], str] = lambda step: JUDGED_FINE) -> Callable[[str, int], str]:
+    """An analyzer that ranks the aggregator's answer (step 4, the symptom) first and answers the question about
+    each earlier step with `then(step)` (default: the step is fine)."""
+    return lambda prompt, n: fix_json(4, "aggregator", RIGHT) if (step := at_step(prompt)) is None else then(step)
+
+
 class Ensemble:
     """Three solvers answer independently, an aggregator states the majority. Every solver says 120 (the
     seconds, not the minutes): fixing one solver leaves the majority wrong; only the joint fix flips it.
@@ -97,8 +106,7 @@ def test_a_flip_whose_control_flips_too_is_not_causal_and_never_a_label():
     team = Ensemble(flaky=True)
     run = team.run()
     assert run.success is False
-    analyzer, prompts = scripted("causal-flaky", lambda p, n: fix_json(4, "aggregator", RIGHT) if at_step(p) is None
-                                 else json.dumps({"fix_needed": False, "reason": "the solver's step is fine"}))
+    analyzer, prompts = scripted("causal-flaky", ranks_aggregator())
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify,
                                 budget=Budget(max_candidates=1))
     a = result.annotation
@@ -113,14 +121,8 @@ def test_a_deterministic_control_is_proven_identical_without_a_replay():
     team = Ensemble()
     run = team.run()
 
-    def answers(p: str, n: int) -> str:
-        step = at_step(p)
-        if step is None:
-            return fix_json(4, "aggregator", RIGHT)
-        # each solver states "Answer: 120", which the verifier rejects: it is asked for a correction, not judged
-        return fix_json(step, run.steps[step].agent, RIGHT)
-
-    analyzer, _ = scripted("causal-det", answers)
+    # each solver states "Answer: 120", which the verifier rejects: it is asked for a correction, not judged
+    analyzer, _ = scripted("causal-det", ranks_aggregator(lambda step: fix_json(step, run.steps[step].agent, RIGHT)))
     why = "the recorded calls after the step were answered deterministically"
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify,
                                 budget=Budget(max_candidates=1), deterministic=lambda step: why)
@@ -183,13 +185,7 @@ def test_an_ensemble_repeating_one_error_gets_a_multi_step_label_not_the_aggrega
     team = Ensemble()
     run = team.run()
 
-    def answer(prompt: str, n: int) -> str:
-        step = at_step(prompt)
-        if step is None:
-            return fix_json(4, "aggregator", RIGHT)  # the symptom: the aggregator's answer
-        return fix_json(step, Ensemble.AGENTS[step - 1], RIGHT)
-
-    analyzer, _ = scripted("causal-joint", answer)
+    analyzer, _ = scripted("causal-joint", ranks_aggregator(lambda step: fix_json(step, Ensemble.AGENTS[step - 1], RIGHT)))
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify,
                                 budget=Budget(max_candidates=1))
     a = result.annotation
@@ -206,8 +202,7 @@ def test_an_ensemble_repeating_one_error_gets_a_multi_step_label_not_the_aggrega
 def test_repeats_give_flip_counts_on_both_sides_and_a_confidence():
     team = Ensemble()
     run = team.run()
-    analyzer, _ = scripted("causal-repeats", lambda p, n: fix_json(4, "aggregator", RIGHT) if at_step(p) is None
-                           else json.dumps({"fix_needed": False, "reason": "fine"}))
+    analyzer, _ = scripted("causal-repeats", ranks_aggregator())
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify,
                                 budget=Budget(max_candidates=1), repeats=3, controls=1)
     a = result.annotation
@@ -463,8 +458,7 @@ def test_the_step_that_gave_the_runs_answer_may_be_corrected_into_one():
     team = Ensemble()
     run = team.run({4: "The solvers could not agree on a value."})
     assert run.success is False and run.final_answer == run.steps[4].content
-    analyzer, prompts = scripted("causal-answer-step", lambda p, n: fix_json(4, "aggregator", RIGHT) if at_step(p) is None
-                                 else json.dumps({"fix_needed": False, "reason": "fine"}))
+    analyzer, prompts = scripted("causal-answer-step", ranks_aggregator())
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify, budget=Budget(max_candidates=1))
     assert result.annotation.answer_leaks == 0 and result.attempts[0].diagnosis.step == 4
 

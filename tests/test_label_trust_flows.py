@@ -163,7 +163,7 @@ def test_auto_injection_labels_the_self_correcting_team(team_run):
     it; which coder step carries the label depends on the seeded order of the points."""
     from rootstep.flows.annotate import inject
 
-    report = inject(T.PERTURBERS["auto"], warehouse=team_run["warehouse"], mode="auto", programmatic=False,
+    report = inject(T.PERTURBERS["auto"], warehouse=team_run["warehouse"], inject_mode="auto", programmatic=False,
                     budget=Budget(max_candidates=4, max_replays=6, max_llm_calls=10))
     [done] = report.runs
     assert done.status == "labelled" and done.verified and done.agent == "coder", done
