@@ -8,6 +8,10 @@ The episode (`_drivers/ag2_driver.py`) is a GroupChat of three agents:
 | `coder` | AssistantAgent | `agent` | one per step |
 | `critic` | AssistantAgent, ends the chat with TERMINATE | `agent` | one per step |
 
+On a tool-use task (BFCL multi-turn, `tool_use`) the team is the executor (states each user turn, runs the calls
+as `tool` steps), a `planner` (no tools: which calls, in what order) and a `caller` (the offered functions as
+OpenAI tools in its llm_config, AG2's function map on the executor), one group chat over all the turns.
+
 Speaker order is a fixed function (task -> coder -> executor -> critic -> coder -> ...), never an LLM
 speaker selection, so there are no calls without a step and a replay follows the recorded path.
 `cache_seed=None` (AG2's disk cache would answer calls without reaching the gateway), temperature 0.
@@ -22,6 +26,7 @@ from typing import Any
 
 from rootstep.adapters._images import AG2_IMAGE
 from rootstep.adapters.base import Adapter
+from rootstep.benchmarks import reads_calls
 from rootstep.prompts import render
 from rootstep.model import Step, Task
 
@@ -30,10 +35,12 @@ class AG2Adapter(Adapter):
     name = "ag2"
     package = "autogen"
     version = "0.14.1"
-    agents = ("executor", "coder", "critic")
+    agents = ("executor", "coder", "critic", "planner", "caller")
     answer_agents = ("coder",)
-    step_kinds = {"executor": ("human", "tool"), "coder": ("agent",), "critic": ("agent",)}
+    step_kinds = {"executor": ("human", "tool"), "coder": ("agent",), "critic": ("agent",), "planner": ("agent",),
+                  "caller": ("agent",)}
     task_kinds = ("coding", "math")
+    tool_use = True
     driver = "ag2_driver.py"
     image = AG2_IMAGE
 
@@ -43,6 +50,9 @@ class AG2Adapter(Adapter):
         return team_answer(task, driver_answer, steps, self.answer_agents)
 
     def episode_config(self, task: Task) -> dict[str, Any]:
+        if reads_calls(task):
+            return {"tools": "bfcl", "max_round_per_turn": 12, "temperature": 0,
+                    "prompts": {"planner": render("ag2_bfcl_planner.j2"), "caller": render("ag2_bfcl_caller.j2")}}
         return {
             "prompts": {
                 "coder": render("ag2_coder.j2", kind=task.kind, answer=self.answer_contract(task)),

@@ -10,6 +10,9 @@ Steps come from `step_callbacks` on both agents, ordered by start time (a step's
 its model call starts). Code runs in smolagents' local Python executor, inside the sandbox container.
 When an agent reaches `max_steps`, smolagents makes one more call for a final answer; that call
 produces an `agent` step as well. The final answer is the manager's.
+
+On a tool-use task (BFCL multi-turn, `tool_use`) both are `ToolCallingAgent`s: the manager delegates each user turn
+to the managed `caller`, whose tools are the offered functions; every call they ran is a `tool` step (`tools`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from rootstep.adapters._images import SMOLAGENTS_IMAGE
 from rootstep.adapters.base import Adapter
+from rootstep.benchmarks import reads_calls
 from rootstep.prompts import render
 from rootstep.model import Task
 
@@ -34,14 +38,20 @@ class SmolagentsAdapter(Adapter):
     name = "smolagents"
     package = "smolagents"
     version = "1.26.0"
-    agents = ("user", "manager", "coder")
+    agents = ("user", "manager", "coder", "caller", "tools")
     answer_agents = ("manager",)
-    step_kinds = {"user": ("human",), "manager": ("agent",), "coder": ("agent",)}
+    step_kinds = {"user": ("human",), "manager": ("agent",), "coder": ("agent",), "caller": ("agent",),
+                  "tools": ("tool",)}
     task_kinds = ("coding", "math")
+    tool_use = True
     driver = "smolagents_driver.py"
     image = SMOLAGENTS_IMAGE
 
     def episode_config(self, task: Task) -> dict[str, Any]:
+        if reads_calls(task):  # BFCL: a ToolCallingAgent manager over a ToolCallingAgent caller with the functions
+            return {"tools": "bfcl", "manager_max_steps": 4, "caller_max_steps": 6, "temperature": 0,
+                    "prompts": {"manager": render("smolagents_bfcl_manager.j2"), "caller": render("smolagents_bfcl_caller.j2"),
+                                "caller_description": render("smolagents_bfcl_caller_description.j2")}}
         return {
             "prompts": {
                 "manager": render("smolagents_manager.j2"),

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence, ca
 
 from pydantic import TypeAdapter, ValidationError
 
-from rootstep.benchmarks import mark_suspect
+from rootstep.benchmarks import executed_calls_answer, mark_suspect, reads_calls
 from rootstep.model import (
     Intervention,
     LLMCall,
@@ -63,6 +63,7 @@ from rootstep.model import (
 )
 
 from ._drivers._episode import MARKER, DriverOutput, DriverStep
+from ._tool_tasks import tool_files, tool_files_digest
 
 if TYPE_CHECKING:
     from rootstep.gateway import GatewayServer
@@ -103,6 +104,12 @@ class AdapterError(RootstepError):
 class EpisodeTimedOut(AdapterError):
     """The episode ran out of its time limit before printing a trajectory. Unlike a container that died, a team
     that looped to the limit mostly loops again: the flows retry it once, not twice (`infrastructure_error`)."""
+
+
+def _tool_use_adapters() -> list[str]:
+    from rootstep.adapters import ADAPTERS
+
+    return sorted(name for name in ADAPTERS.names() if getattr(ADAPTERS.get(name), "tool_use", False))
 
 
 def _digest(value: Any) -> str:
@@ -172,6 +179,9 @@ class Adapter(ABC):
     """Agents whose steps are independent candidates of an ensemble (sampled without seeing each other,
     then voted on): fault injection does not corrupt a candidate whose answer the majority repeats."""
     image: ClassVar["ImageSpec"]
+    tool_use: ClassVar[bool] = False
+    """Whether the driver has a tool-use team for tasks whose tools run in the sandbox (BFCL multi-turn: the
+    offered functions, `tool_files`), and `episode_config` sets `tools` for them."""
 
     @classmethod
     def reads(cls, trajectory: Trajectory) -> dict[int, list[int]]:
@@ -368,10 +378,16 @@ class Adapter(ABC):
     def config_hash(self, task: Task) -> str:
         driver = (DRIVERS_DIR / self.driver).read_text() + (DRIVERS_DIR / "_episode.py").read_text()
         config = {**self.episode_config(task), **self.options}
-        return _digest([self.name, self.image_tag(), config, hashlib.sha256(driver.encode()).hexdigest()])
+        parts: list[Any] = [self.name, self.image_tag(), config, hashlib.sha256(driver.encode()).hexdigest()]
+        tools = tool_files_digest(task)
+        return _digest(parts if tools is None else [*parts, tools])
 
     def _check_task(self, task: Task) -> None:
-        if task.kind not in self.task_kinds:
+        if reads_calls(task):
+            if not self.tool_use:
+                raise ValueError(f"the {self.name} adapter has no tool-use team for {task.benchmark} tasks (adapters "
+                                 f"with one: {', '.join(_tool_use_adapters())})")
+        elif task.kind not in self.task_kinds:
             raise ValueError(f"the {self.name} adapter runs {', '.join(self.task_kinds)} tasks, not {task.kind!r}")
 
     def _server(self, gateway: "GatewayServer | None") -> "GatewayServer":
@@ -413,12 +429,14 @@ class Adapter(ABC):
             "gateway_url": server.url,
             "task": task.model_dump(mode="json"),
             "config": config,
+            "time_limit_s": self.timeout_s,
         }
-        files = {
+        files: dict[str, str | bytes] = {
             "episode.json": json.dumps(episode),
             "_episode.py": (DRIVERS_DIR / "_episode.py").read_text(),
             self.driver: (DRIVERS_DIR / self.driver).read_text(),
             **self.episode_files(task),
+            **tool_files(task),
         }
         started = datetime.now(timezone.utc)
         clock = time.monotonic()
@@ -451,9 +469,13 @@ class Adapter(ABC):
                 f"{self.name} episode {ctx.run_id}: {len(failed)} LLM call(s) failed at the provider and reached the "
                 f"framework (first: {failed[0][:300]}); the run is not a verdict on the agents")
         steps, unlinked = self.steps_from(task, ctx, out, calls, stats)
-        answer = self.final_answer(task, steps, out.get("final_answer"))
+        # a tool-use task's Omega reads the calls the run's tools executed, not an answer text
+        answer = executed_calls_answer(steps) if reads_calls(task) else self.final_answer(task, steps, out.get("final_answer"))
         verify = verifier or self.verifier or default_verifier()
-        verdict = mark_suspect(task, answer, steps, verify(task, answer), verify)
+        if out.get("time_limit_s") is not None:  # cut by its time limit: kept, with the steps it made, as a failure
+            verdict = Verdict(success=False, details={"failure": "time limit", "time_limit_s": out["time_limit_s"]})
+        else:
+            verdict = mark_suspect(task, answer, steps, verify(task, answer), verify)
         recording = Recording(
             gateway_run_id=ctx.run_id, task=task, agent_models=dict(ctx.agent_models), image=self.image_tag(),
             framework_version=out.get("framework_version", self.version), system=self.system_ref(),

@@ -5,7 +5,8 @@
     verdict = verify(tasks[0], "... so the answer is 18.")  # Verdict(success, score, details)
     verdict = verify(mbpp_task, answer, sandbox=get_sandbox())  # code runs in the sandbox
 
-Verifiers: `numeric`, `math`, `code_tests`, `qa`, `exact`, `gaia` (`get_verifier(name)`).
+Verifiers: `numeric`, `math`, `code_tests`, `qa`, `exact`, `gaia`, `bfcl_multi_turn` (`get_verifier(name)`; BFCL's
+reads the calls a run executed, `executed_calls_answer`, not its answer text: `reads_calls`).
 Benchmarks: `list_benchmarks()`; a new one is a JSONL file plus a verifier name (`add_benchmark`).
 HotpotQA's paragraphs are searched offline with `search` / `task_search`. See docs/benchmarks.md.
 Answer contracts (`answer_contract(task)`: the answer line prompts ask for and verifiers read) and suspect
@@ -23,6 +24,7 @@ from ._answer import (
     program_answer,
     team_answer,
 )
+from ._bfcl import executed_calls_answer, reads_calls
 from ._code import CodeBlock, build_program, code_blocks, defines, extract_code
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
@@ -89,6 +91,7 @@ __all__ = [
     "defines",
     "count_tasks",
     "exact_match",
+    "executed_calls_answer",
     "extract_code",
     "extract_math_answer",
     "extract_number",
@@ -113,6 +116,7 @@ __all__ = [
     "printed_output",
     "program_answer",
     "program_output",
+    "reads_calls",
     "python_program",
     "team_answer",
     "right_answer_in",

@@ -282,10 +282,11 @@ def team_answer(task: Task, final_answer: str | None, steps: Sequence[Step], ans
 
 # ------------------------------------------------------------------------------------ contracts
 
-AnswerForm = Literal["number", "expression", "span", "code"]
+AnswerForm = Literal["number", "expression", "span", "code", "calls"]
 
 _FORMS: dict[str, AnswerForm] = {"numeric": "number", "math": "expression", "qa": "span", "exact": "span",
-                                 "gaia": "span", "code_tests": "code"}
+                                 "gaia": "span", "code_tests": "code", "bfcl_multi_turn": "calls"}
+"""Verifier -> the answer form it reads; `calls`: the function calls the run's tools executed (BFCL), no text."""
 
 
 class AnswerContract(BaseModel):
@@ -312,6 +313,7 @@ class AnswerContract(BaseModel):
                           "an interval or a tuple; LaTeX is fine), no words",
             "span": "the answer alone, as few words as possible, no sentence",
             "code": "the complete solution in one ```python code block",
+            "calls": "the function calls your tools run, nothing written",
         }[self.form]
 
     @property
@@ -320,17 +322,22 @@ class AnswerContract(BaseModel):
         if self.form == "code":
             name = f" that defines `{self.entry_point}`" if self.entry_point else ""
             return f"Give the complete solution as one ```python code block{name}."
+        if self.form == "calls":
+            return "Do what is asked by calling the functions you have: the calls they run are the answer."
         return f"End your message with a line `{self.line}`: {self.what}."
 
     def format(self, value: str) -> str:
         """`value` written the way the contract asks (a code answer is fenced)."""
         if self.form == "code":
             return f"```python\n{value.strip()}\n```"
+        if self.form == "calls":
+            return value
         return f"Answer: {value}"
 
 
 def answer_contract(task: Task) -> AnswerContract:
     """The contract for `task`: its verifier decides the answer form."""
     form = _FORMS.get(task.verifier, "span" if task.kind == "qa" else "number" if task.kind == "math" else "code")
-    placeholder = {"number": "number", "expression": "final answer", "span": "short answer", "code": "code"}[form]
+    placeholder = {"number": "number", "expression": "final answer", "span": "short answer", "code": "code",
+                   "calls": "calls"}[form]
     return AnswerContract(form=form, placeholder=placeholder, entry_point=task.metadata.get("entry_point"))

@@ -37,7 +37,7 @@ class VerifierInfo(BaseModel):
 
 
 def _builtin_verifiers() -> None:
-    from . import _code, _gaia, _math, _numeric, _qa  # noqa: F401 - importing registers them
+    from . import _bfcl, _code, _gaia, _math, _numeric, _qa  # noqa: F401 - importing registers them
 
 
 def _adopt_verifier(ep: Any, obj: Any) -> tuple[str, VerifierInfo]:
@@ -129,7 +129,9 @@ Loader = Callable[[list[Path], BenchmarkInfo], list[Task]]
 
 
 def _builtin_benchmarks() -> None:
-    from . import _code_loaders, _loaders  # noqa: F401 - importing registers them
+    from . import _bfcl, _code_loaders, _loaders  # noqa: F401 - importing registers them
+
+    _bfcl.register_benchmarks()
 
 
 def _adopt_benchmark(ep: Any, obj: Any) -> tuple[str, tuple[BenchmarkInfo, Loader]]:

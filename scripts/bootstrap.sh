@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 UV_VERSION=0.13.9
+BFCL_VERSION=2026.3.23
 want=$( (cat pyproject.toml setup.py requirements.lock scripts/bootstrap.sh; ls -d */__init__.py) | sha256sum | cut -c1-16)
 have=$(cat .venv/.rootstep-inputs 2>/dev/null || true)
 if [ "$want" = "$have" ] && [ -x .venv/bin/rootstep ]; then
@@ -21,5 +22,9 @@ if ! .venv/bin/python -m uv pip install --python .venv/bin/python -c requirement
   echo "[bootstrap] uv could not install the environment; installing with pip"
   .venv/bin/python -m pip install --progress-bar on -c requirements.lock -e '.[test]'
 fi
+# BFCL's tasks, function documents and checker (benchmarks/_bfcl.py): its wheel pins 32 packages it needs only for
+# model inference and leaderboards; the multi-turn checker and its simulators need only mpmath (in the lock)
+.venv/bin/python -m uv pip install --python .venv/bin/python --no-deps "bfcl-eval==$BFCL_VERSION" \
+  || .venv/bin/python -m pip install --no-deps "bfcl-eval==$BFCL_VERSION"
 echo "$want" > .venv/.rootstep-inputs
 echo "[bootstrap] .venv ready"

@@ -113,6 +113,28 @@ def test_a_provider_that_fails_for_good_makes_the_episode_an_infrastructure_erro
         env["adapter"].run(add_task(), "scripted/ag2-test-coder", agent_models={"critic": "scripted/ag2-test-critic-unreachable"})
 
 
+def test_an_episode_cut_by_its_time_limit_is_kept_as_a_failure_with_the_steps_it_made(env, docker_sandbox):
+    """The critic never answers within the episode's 40 s: before the sandbox's limit the driver reports the steps
+    made so far (the task, the coder's code, its execution), and the run is a failure for the time limit, not a
+    run lost (`EpisodeTimedOut`, retried, then dropped)."""
+    import time
+
+    from rootstep.adapters import get_adapter
+    from rootstep.adapters._drivers._episode import time_limit_margin
+    from rootstep.adapters.base import default_verifier
+    from rootstep.gateway import register_script
+
+    register_script("ag2-test-critic-asleep", lambda m, p: (time.sleep(45), "TERMINATE")[1])
+    adapter = get_adapter("ag2", gateway=env["server"], verifier=default_verifier(docker_sandbox), timeout_s=40)
+    started = time.monotonic()
+    t = adapter.run(add_task(), "scripted/ag2-test-coder-right", agent_models={"critic": "scripted/ag2-test-critic-asleep"})
+    assert time.monotonic() - started < 40 and time_limit_margin(40) == 10
+    assert [(s.agent, s.kind) for s in t.steps] == [("executor", "human"), ("coder", "agent"), ("executor", "tool")]
+    assert t.verdict.success is False and t.verdict.details == {"failure": "time limit", "time_limit_s": 40.0}
+    assert t.metadata["error"] == "time limit: the episode was cut after 40 s"
+    assert t.steps[1].call_ids  # the coder's step is linked to its call as in any run
+
+
 def test_provider_failures_leave_out_model_caused_errors_and_answered_retries():
     from rootstep.adapters.base import provider_failures
     from rootstep.model import LLMCall

@@ -266,3 +266,24 @@ def test_a_remote_warehouse_materializes_into_its_local_catalog(tmp_path: Path):
         paths = [r[0] for r in con.sql("SELECT path FROM materialized.files WHERE source = 'runs'").fetchall()]
     assert len(paths) == 2 and all(p.startswith("memory://") for p in paths)
     assert _catalog_rows(warehouse) == _plain_rows(warehouse)
+
+
+def test_label_positions_give_the_distribution_and_the_labels_off_the_first_agent_step(warehouse: Warehouse):
+    """Runs of 10 steps whose step 0 is the task (`human`): labels at the first agent step (1), mid-run (4, 6) and
+    at the last step (9); one injection label. Position is the step as a share of the run (0 first, 1 last)."""
+    runs = []
+    for i in range(5):
+        run = make_run(f"p{i}", n_steps=10)
+        run.steps[0] = run.steps[0].model_copy(update={"kind": "human"})
+        runs.append(run)
+    warehouse.write_trajectories(runs)
+    for run, step in zip(runs, (1, 4, 6, 9)):
+        warehouse.write_annotations([label(run, step)])
+    warehouse.write_annotations([label(runs[4], 4, method="fault_injection")])
+    rows = {r["method"]: r for r in warehouse.rows("SELECT * FROM label_positions")}
+    cf = rows["counterfactual"]
+    assert (cf["framework"], cf["benchmark"], cf["labels"]) == ("ag2", "gsm8k", 4)
+    assert (cf["median_step"], cf["min_step"], cf["max_step"], cf["median_run_steps"]) == (5, 1, 9, 10)
+    assert cf["median_position"] == round(5 / 9, 2) and cf["mean_position"] == round(20 / 36, 2)
+    assert (cf["not_on_first_agent_step"], cf["on_last_agent_step"]) == (3, 1)
+    assert (rows["fault_injection"]["labels"], rows["fault_injection"]["not_on_first_agent_step"]) == (1, 1)

@@ -366,15 +366,25 @@ rejected for handing over or planting an answer), `multi_step_labels`, labels by
 changed), and `rechecks` / `agreement` (the share of re-checks that found the same agent and step)."""
 
 _LABEL_POSITIONS = """CREATE OR REPLACE VIEW label_positions AS
-SELECT l.framework, l.benchmark, l.method, l.agent, count(*) AS labels,
-       round(avg(l.step / greatest(r.n_steps - 1, 1)), 2) AS mean_position,
-       count(*) FILTER (WHERE l.step = (SELECT max(s.step) FROM steps s WHERE s.run_id = l.run_id AND s.kind = 'agent'))
-         AS on_last_agent_step
-FROM labels l JOIN runs r ON r.id = l.run_id
-WHERE l.method IN ('counterfactual', 'fault_injection')
-GROUP BY ALL ORDER BY l.framework, l.benchmark, l.method, labels DESC"""
-"""Where verified labels sit, per agent: the mean step as a share of the run and how many are on the
-run's last agent step (a corpus of last-step labels teaches a tracer to blame the last step)."""
+WITH agent_steps AS (
+  SELECT run_id, min(step) AS first_agent_step, max(step) AS last_agent_step FROM steps WHERE kind = 'agent'
+  GROUP BY run_id
+), placed AS (
+  SELECT l.framework, l.benchmark, l.method, l.step, r.n_steps, l.step / greatest(r.n_steps - 1, 1) AS share,
+         l.step = a.first_agent_step AS on_first, l.step = a.last_agent_step AS on_last
+  FROM labels l JOIN runs r ON r.id = l.run_id LEFT JOIN agent_steps a ON a.run_id = l.run_id
+  WHERE l.method IN ('counterfactual', 'fault_injection')
+)
+SELECT framework, benchmark, method, count(*) AS labels,
+       median(step) AS median_step, min(step) AS min_step, max(step) AS max_step,
+       round(median(share), 2) AS median_position, round(avg(share), 2) AS mean_position,
+       round(median(n_steps), 1) AS median_run_steps,
+       count(*) FILTER (WHERE NOT coalesce(on_first, false)) AS not_on_first_agent_step,
+       count(*) FILTER (WHERE on_last) AS on_last_agent_step
+FROM placed GROUP BY ALL ORDER BY framework, benchmark, method"""
+"""Where verified labels sit, per framework x benchmark x method: the step (median, range), the step as a share of
+the run (0 first, 1 last), the runs' length, and how many labels are not on the run's first agent step, or are on
+its last one (a corpus of first- or last-step labels teaches a tracer to blame that step)."""
 
 _SEARCH_CUTS = """CREATE OR REPLACE VIEW search_cuts AS
 WITH s AS (

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Callable
@@ -57,6 +58,8 @@ class DriverOutput(TypedDict, total=False):
     """System-file runs (`command_driver.py`): the program's exit code, timeout and output tails."""
     error: str
     traceback: str
+    time_limit_s: float
+    """Set when the episode's time limit cut it: the steps are those made until then (`snapshot`)."""
 
 
 # a key the contract does not name is refused by the host's check (pydantic reads this plain dict)
@@ -64,6 +67,11 @@ DriverStep.__pydantic_config__ = DriverOutput.__pydantic_config__ = {"extra": "f
 
 current_step: Callable[[], int | None] = lambda: None
 current_purpose: Callable[[], str] = lambda: "step"
+snapshot: Callable[[], dict[str, Any]] | None = None
+"""Set by a driver that can say what it has so far: its steps and answer (as `run` returns them), read from another
+thread when the episode's time limit comes (`main`); the episode is then kept, cut, instead of lost."""
+_emitted = threading.Event()
+_emit_lock = threading.Lock()
 
 
 def load_episode(path: str = "episode.json") -> dict[str, Any]:
@@ -200,9 +208,52 @@ class StepRecorder:
 
 
 def emit(result: DriverOutput) -> None:
-    sys.stdout.flush()
-    sys.stdout.write("\n" + MARKER + json.dumps(result, default=str) + "\n")
-    sys.stdout.flush()
+    """Print the episode's output line, once (the time limit's and the episode's own end may race)."""
+    with _emit_lock:
+        if _emitted.is_set():
+            return
+        sys.stdout.flush()
+        sys.stdout.write("\n" + MARKER + json.dumps(result, default=str) + "\n")
+        sys.stdout.flush()
+        _emitted.set()
+
+
+def kept_steps(work: Callable[[], Any], collected: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run the framework (`work`) with `collected` (its steps and answer so far) as the `snapshot` the time limit
+    reads; return what it collected, or raise the framework's error with it attached (`main` reports both)."""
+    global snapshot
+    snapshot = collected
+    try:
+        work()
+    except Exception as exc:  # noqa: BLE001 - the steps so far are still the trajectory
+        exc.rootstep_partial = collected()  # type: ignore[attr-defined]
+        raise
+    return collected()
+
+
+def time_limit_margin(limit_s: float) -> float:
+    """How long before the sandbox's limit the episode stops itself to report its steps: 5% of it, at least 10 s
+    (the container's start and the driver's imports count in the sandbox's clock)."""
+    return max(10.0, 0.05 * limit_s)
+
+
+def _watch_time_limit(limit_s: float) -> None:
+    """At the time limit (less its margin), emit what `snapshot` has, marked cut, and end the process; without a
+    snapshot, or with no step yet, the sandbox's limit ends the episode as before (no trajectory)."""
+
+    def cut() -> None:
+        try:
+            partial = snapshot() if snapshot is not None else {}
+        except Exception:  # noqa: BLE001 - the framework's state may be mid-update; nothing to keep then
+            partial = {}
+        if not partial.get("steps"):
+            return
+        emit({**partial, "error": f"time limit: the episode was cut after {limit_s:g} s", "time_limit_s": limit_s})
+        os._exit(0)
+
+    timer = threading.Timer(max(1.0, limit_s - time_limit_margin(limit_s)), cut)
+    timer.daemon = True
+    timer.start()
 
 
 def main(run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
@@ -213,6 +264,8 @@ def main(run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     episode = load_episode()
     ensure_python_on_path()
     install_openai_headers()
+    if episode.get("time_limit_s"):
+        _watch_time_limit(float(episode["time_limit_s"]))
     try:
         result = run(episode)
     except BaseException as exc:  # noqa: BLE001 - everything is reported to the host

@@ -5,6 +5,11 @@ this container), `coder` (an AssistantAgent that writes the solution) and `criti
 that checks the solution against the execution result and ends the chat with TERMINATE).
 Speaker order is fixed (no LLM speaker selection): executor(task) -> coder -> executor(runs code) ->
 critic -> coder -> ... , so a replay takes the same path as its recording.
+
+A tool-use task (BFCL multi-turn: `config["tools"]`) runs `run_tools` instead: per user turn the executor states
+the request, the `planner` (no tools) says which calls it needs, the `caller` (an AssistantAgent whose llm_config
+holds the offered functions as OpenAI tools) makes them, and the executor runs each through AG2's function map
+on BFCL's simulators (`_bfcl_tools.ToolServer`), until the caller answers without a call (the turn is done).
 """
 
 from __future__ import annotations
@@ -80,30 +85,128 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
     manager = autogen.GroupChatManager(groupchat=groupchat, llm_config=False, is_termination_msg=is_done)
     _episode.current_step = lambda: len(groupchat.messages)
 
-    error = None
-    try:
-        executor.initiate_chat(manager, message=episode["task"]["prompt"], clear_history=True, silent=True)
-    except Exception as exc:  # noqa: BLE001 - the steps so far are still the trajectory
-        error = exc
+    def collected() -> dict[str, Any]:
+        steps = []
+        for index, message in enumerate(list(groupchat.messages)):
+            name = message.get("name") or "executor"
+            steps.append({
+                "agent": name,
+                "kind": _step_kind(name, index),
+                "role": message.get("role"),
+                "content": str(message.get("content") or ""),
+            })
+        final = next((s["content"] for s in reversed(steps) if s["agent"] == "coder"), None)
+        if final is not None:
+            final = final.replace("TERMINATE", "").strip()
+        return {"steps": steps, "final_answer": final, "framework_version": autogen.__version__}
 
-    steps = []
-    for index, message in enumerate(groupchat.messages):
-        name = message.get("name") or "executor"
-        steps.append({
-            "agent": name,
-            "kind": _step_kind(name, index),
-            "role": message.get("role"),
-            "content": str(message.get("content") or ""),
-        })
-    final = next((s["content"] for s in reversed(steps) if s["agent"] == "coder"), None)
-    if final is not None:
-        final = final.replace("TERMINATE", "").strip()
-    result = {"steps": steps, "final_answer": final, "framework_version": autogen.__version__}
-    if error is not None:
-        error.rootstep_partial = result  # type: ignore[attr-defined]
-        raise error
-    return result
+    return _episode.kept_steps(
+        lambda: executor.initiate_chat(manager, message=episode["task"]["prompt"], clear_history=True, silent=True),
+        collected)
+
+
+def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
+    """One BFCL episode: every user turn a chat of executor, planner and caller over the same group chat."""
+    import autogen
+
+    import _bfcl_tools
+
+    cfg = episode["config"]
+    prompts = cfg["prompts"]
+    server = _bfcl_tools.ToolServer(episode["task"])
+    state: dict[str, Any] = {"asked_by": None, "call_id": None}
+    records: dict[str, dict[str, Any] | None] = {}  # AG2 tool call id -> what the server ran (None: refused)
+
+    class Executor(autogen.UserProxyAgent):
+        def execute_function(self, func_call, call_id=None, verbose=False):  # noqa: ANN001 - AG2's signature
+            state["call_id"] = call_id
+            return super().execute_function(func_call, call_id=call_id, verbose=verbose)
+
+    def tool(name: str):
+        def run_call(**arguments: Any) -> str:
+            told, record = server.call(name, arguments, state["asked_by"])
+            if state["call_id"] is not None:
+                records[state["call_id"]] = record
+            return told
+
+        return run_call
+
+    base = {"config_list": [{"model": cfg.get("model_alias", "rootstep"), "api_key": "unused-the-gateway-holds-the-key",
+                             "price": [0.0, 0.0]}],
+            "cache_seed": None, "temperature": cfg.get("temperature", 0), "timeout": cfg.get("llm_timeout_s", 600)}
+
+    def llm_config(agent: str, **extra: Any) -> dict[str, Any]:
+        config = {**base, **extra}
+        config["config_list"] = [{**base["config_list"][0], "base_url": _episode.agent_base_url(episode, agent)}]
+        return config
+
+    executor = Executor(name="executor", human_input_mode="NEVER", llm_config=False, code_execution_config=False,
+                        default_auto_reply="")
+    planner = autogen.AssistantAgent(name="planner", system_message=prompts["planner"], llm_config=llm_config("planner"))
+    caller = autogen.AssistantAgent(name="caller", system_message=prompts["caller"],
+                                    llm_config=llm_config("caller", tools=_bfcl_tools.openai_tools(server.offered)))
+    executor.register_function({doc["name"]: tool(doc["name"]) for doc in server.offered})
+
+    def next_speaker(last_speaker, groupchat):  # noqa: ANN001 - AG2's signature
+        last = groupchat.messages[-1]
+        if last_speaker is executor:
+            return caller if last.get("tool_responses") else planner
+        if last_speaker is planner:
+            return caller
+        if last.get("tool_calls"):  # the caller asked for calls: the executor runs them
+            state["asked_by"] = len(groupchat.messages) - 1
+            return executor
+        return None  # the caller answered without a call: the turn is done
+
+    groupchat = autogen.GroupChat(agents=[executor, planner, caller], messages=[],
+                                  max_round=cfg.get("max_round_per_turn", 12), speaker_selection_method=next_speaker,
+                                  send_introductions=False)
+    manager = autogen.GroupChatManager(groupchat=groupchat, llm_config=False)
+    _episode.current_step = lambda: len(groupchat.messages)
+
+    turn_of: dict[int, int] = {}  # the executor's message index -> the user turn it states
+
+    def collected() -> dict[str, Any]:
+        steps: list[dict[str, Any]] = []
+        position: dict[int, int] = {}  # message index -> the position of its step
+        turn = 0
+        messages = list(groupchat.messages)
+        for index, message in enumerate(messages):
+            name = message.get("name") or "executor"
+            if index in turn_of:
+                turn = turn_of[index]
+                position[index] = len(steps)
+                steps.append({"index": index, "agent": "executor", "kind": "human", "role": "user",
+                              "content": str(message.get("content") or ""), "metadata": {"turn": turn}})
+            elif message.get("tool_responses"):
+                asked = max(i for i in position if i < index and messages[i].get("tool_calls"))
+                calls = {c.get("id"): c for c in messages[asked].get("tool_calls") or []}
+                for j, response in enumerate(message["tool_responses"]):
+                    call = calls.get(response.get("tool_call_id"), {}).get("function", {})
+                    record = records.get(response.get("tool_call_id"))
+                    steps.append({"index": 1_000_000 + index * 100 + j, "agent": "executor", "kind": "tool", "role": "tool",
+                                  "content": str(response.get("content") or ""),
+                                  "tool_calls": [{"name": call.get("name"), "arguments": call.get("arguments")}],
+                                  "metadata": {"turn": turn, "asked_by": position[asked], "executed": record is not None,
+                                               "call": None if record is None else record["call"]}})
+            else:
+                position[index] = len(steps)
+                steps.append({"index": index, "agent": name, "kind": "agent", "role": message.get("role"),
+                              "content": str(message.get("content") or ""),
+                              "tool_calls": list(message.get("tool_calls") or []), "metadata": {"turn": turn}})
+        final = next((s["content"] for s in reversed(steps) if s["agent"] == "caller" and not s["tool_calls"]), None)
+        return {"steps": steps, "final_answer": final, "framework_version": autogen.__version__}
+
+    def turns() -> None:
+        for turn, text in enumerate(episode["task"]["metadata"]["turns"]):
+            for doc in server.start_turn(turn):  # miss_func: a held-back function appears at its turn
+                caller.update_tool_signature(_bfcl_tools.openai_tools([doc])[0], is_remove=False)
+                executor.register_function({doc["name"]: tool(doc["name"])})
+            turn_of[len(groupchat.messages)] = turn
+            executor.initiate_chat(manager, message=text, clear_history=(turn == 0), silent=True)
+
+    return _episode.kept_steps(turns, collected)
 
 
 if __name__ == "__main__":
-    _episode.main(run)
+    _episode.main(lambda episode: run_tools(episode) if episode["config"].get("tools") else run(episode))

@@ -1,0 +1,235 @@
+"""BFCL multi-turn episodes for real in the frameworks' sandbox images: BFCL's own simulators behind AG2's function
+map and smolagents' `Tool`s, scripted agents through the in-process gateway, BFCL's own checker as Omega.
+
+A caller that makes the ground-truth calls of each turn passes; one wrong argument fails at its turn; the run
+replays exactly; an intervention that corrects the call flips it; a call of an unknown function, or with
+arguments that do not fit, gets a tool error and is not run; a held-back function appears at its turn."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from rootstep.benchmarks import load_tasks
+from rootstep.benchmarks._bfcl import parse_call
+from rootstep.model import Intervention, Task
+
+from ._adapter_support import assert_exact_replay, framework_env
+
+pytestmark = pytest.mark.docker
+
+PLAN = "1. Call the functions the request needs, in order, with the values it gives."
+
+
+def tool_calls(task: Task, calls: list[str]) -> list[dict[str, Any]]:
+    """BFCL call strings as OpenAI tool calls; positional arguments named in the function document's order."""
+    docs = {d["name"]: d for d in [*task.metadata["functions"], *(d for ds in task.metadata["held_back"].values() for d in ds)]}
+    out = []
+    for call in calls:
+        name, positional, keywords = parse_call(call)
+        names = list(docs[name]["parameters"]["properties"]) if name in docs else []
+        out.append({"name": name, "arguments": {**dict(zip(names, positional)), **keywords}})
+    return out
+
+
+def caller_for(task: Task, per_turn: dict[int, list[dict[str, Any]]]) -> Any:
+    """A scripted caller: at each user turn, the calls `per_turn` gives (default: the ground truth's), all in one
+    step; once their results are back, a one-line answer that ends the turn."""
+    turns = task.metadata["turns"]
+
+    def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        at = max(i for i, m in enumerate(messages) if m.get("content") in turns)
+        turn = turns.index(messages[at]["content"])
+        if any(m.get("role") == "tool" for m in messages[at:]):
+            return "Done."
+        calls = per_turn.get(turn, tool_calls(task, task.metadata["ground_truth_calls"][turn]))
+        return {"content": None, "tool_calls": calls} if calls else "Done."
+
+    return reply
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return load_tasks("bfcl", limit=1)[0]  # 4 turns over the file system: cd, mkdir, mv, grep, sort, diff
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, docker_sandbox, task):
+    from rootstep.gateway import register_script
+
+    wrong = tool_calls(task, task.metadata["ground_truth_calls"][0])
+    wrong[1] = {"name": "mkdir", "arguments": {"dir_name": "tmp"}}  # not the directory the user asked for
+    register_script("bfcl-planner", lambda m, p: PLAN)
+    register_script("bfcl-caller-right", caller_for(task, {}))
+    register_script("bfcl-caller-wrong", caller_for(task, {0: wrong}))
+    register_script("bfcl-caller-clumsy", caller_for(task, {0: [
+        {"name": "rm_rf", "arguments": {"path": "/"}}, {"name": "mkdir", "arguments": {"folder": "temp"}}, *tool_calls(task, task.metadata["ground_truth_calls"][0])]}))
+    yield from framework_env("ag2", tmp_path_factory, docker_sandbox)
+
+
+def run(env, task: Task, caller: str):
+    t = env["adapter"].run(task, "scripted/bfcl-planner", agent_models={"caller": f"scripted/{caller}"})
+    assert "error" not in t.metadata, t.metadata.get("traceback")
+    return t
+
+
+@pytest.fixture(scope="module")
+def failed(env, task):
+    return run(env, task, "bfcl-caller-wrong")
+
+
+def test_a_team_that_makes_the_ground_truth_calls_passes_with_every_call_a_tool_step(env, task):
+    t = run(env, task, "bfcl-caller-right")
+    assert t.verdict.success, t.verdict.details
+    gt = task.metadata["ground_truth_calls"]
+    humans = [s for s in t.steps if s.kind == "human"]
+    assert [s.metadata["turn"] for s in humans] == list(range(len(gt)))
+    assert [s.content for s in humans] == task.metadata["turns"]
+    # per turn: executor (the request), planner, caller (the calls), one tool step per call, caller (done)
+    first = [(s.agent, s.kind) for s in t.steps[:4]]
+    assert first == [("executor", "human"), ("planner", "agent"), ("caller", "agent"), ("executor", "tool")]
+    tools = [s for s in t.steps if s.kind == "tool"]
+    assert [s.metadata["call"] for s in tools] == [c for turn in gt for c in _named(task, turn)]
+    for s in tools:
+        asker = t.steps[s.metadata["asked_by"]]
+        assert asker.agent == "caller" and asker.tool_calls and s.metadata["executed"]
+        assert asker.metadata["turn"] == s.metadata["turn"]
+    assert json.loads(t.final_answer)["turns"][0] == [_named(task, gt[0])]
+    for s in t.steps:  # every LLM step is linked to the scripted call that produced it; no other step to any
+        assert (len(s.call_ids) == 1) == (s.kind == "agent")
+    assert t.metadata["unlinked_calls"] == []
+
+
+def _named(task: Task, calls: list[str]) -> list[str]:
+    """The ground truth's calls as the tool server writes them (keyword arguments, `repr` values)."""
+    from rootstep.adapters._drivers._bfcl_tools import call_string
+
+    return [call_string(c["name"], c["arguments"]) for c in tool_calls(task, calls)]
+
+
+def test_one_wrong_argument_fails_at_its_turn(failed):
+    assert failed.verdict.success is False
+    assert (failed.verdict.details["check"], failed.verdict.details["turn"]) == ("state", 0), failed.verdict.details
+    assert "mkdir(dir_name='tmp')" in failed.final_answer
+
+
+def test_the_failed_run_replays_exactly(env, failed):
+    n_agent = sum(1 for s in failed.steps if s.kind == "agent")
+    assert_exact_replay(env, failed, replayed_calls=n_agent)
+
+
+def test_correcting_the_call_at_its_step_flips_the_run(env, task, failed):
+    step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
+    right = tool_calls(task, task.metadata["ground_truth_calls"][0])
+    fixed = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=step.index, new_content="",
+                                                       tool_calls=right))
+    assert fixed.verdict.success, fixed.verdict.details
+    assert "mkdir(dir_name='temp')" in fixed.final_answer and "mkdir(dir_name='tmp')" not in fixed.final_answer
+
+
+def test_unknown_functions_and_unfit_arguments_get_a_tool_error_and_are_not_run(env, task):
+    t = run(env, task, "bfcl-caller-clumsy")
+    tools = [s for s in t.steps if s.kind == "tool" and s.metadata["turn"] == 0]
+    refused = [s for s in tools if not s.metadata["executed"]]
+    assert [s.tool_calls[0]["name"] for s in refused] == ["rm_rf", "mkdir"]
+    assert "rm_rf" in refused[0].content and "not found" in refused[0].content
+    assert "bad arguments for mkdir: missing a required argument: 'dir_name'" in refused[1].content
+    assert "its parameters: (dir_name: str)" in refused[1].content
+    assert all(s.metadata["call"] is None for s in refused)
+    assert t.verdict.success, t.verdict.details  # what was refused never ran: the state is the ground truth's
+
+
+def test_a_held_back_function_appears_at_its_turn(env):
+    task = load_tasks("bfcl-miss-func", limit=1)[0]
+    [(turn, docs)] = task.metadata["held_back"].items()
+    from rootstep.gateway import register_script
+
+    early = {0: [*tool_calls(task, task.metadata["ground_truth_calls"][0]),
+                 {"name": "sort", "arguments": {"file_name": "final_report.pdf"}}]}
+    register_script("bfcl-caller-early", caller_for(task, early))
+    t = run(env, task, "bfcl-caller-early")
+    early_sort = [s for s in t.steps if s.kind == "tool" and s.metadata["turn"] == 0 and s.tool_calls[0]["name"] == "sort"]
+    assert [s.metadata["executed"] for s in early_sort] == [False]  # not offered yet
+    at_turn = [s for s in t.steps if s.kind == "tool" and s.metadata["turn"] == int(turn)]
+    assert [s.tool_calls[0]["name"] for s in at_turn] == [d["name"] for d in docs] and at_turn[0].metadata["executed"]
+
+
+# ------------------------------------------------------------------------------------ smolagents
+
+
+def _content(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def smol_manager(task: Task):
+    """A scripted smolagents manager: hands each new user request to `caller` verbatim; once the caller has
+    reported, answers the user with `final_answer`."""
+    turns = task.metadata["turns"]
+
+    def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        last = _content(messages[-1])
+        request = next((t for t in turns if t in last), None)
+        if request is not None and "caller" not in last.split(request)[-1]:
+            return {"content": None, "tool_calls": [{"name": "caller", "arguments": {"task": request}}]}
+        return {"content": None, "tool_calls": [{"name": "final_answer", "arguments": {"answer": "Done."}}]}
+
+    return reply
+
+
+def smol_caller(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
+    """A scripted smolagents caller (reset at every task it is given): the turn's calls first, then `final_answer`."""
+    turns = task.metadata["turns"]
+
+    def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        said = "\n".join(_content(m) for m in messages if m.get("role") != "system")
+        turn = max(i for i, t in enumerate(turns) if t in said)
+        if len([m for m in messages if m.get("role") != "system"]) > 1:  # the calls' results are back
+            return {"content": None, "tool_calls": [{"name": "final_answer", "arguments": {"answer": "done"}}]}
+        calls = per_turn.get(turn, tool_calls(task, task.metadata["ground_truth_calls"][turn]))
+        return {"content": None, "tool_calls": calls or [{"name": "final_answer", "arguments": {"answer": "nothing to call"}}]}
+
+    return reply
+
+
+@pytest.fixture(scope="module")
+def smol_env(tmp_path_factory, docker_sandbox, task):
+    from rootstep.gateway import register_script
+
+    wrong = tool_calls(task, task.metadata["ground_truth_calls"][0])
+    wrong[1] = {"name": "mkdir", "arguments": {"dir_name": "tmp"}}
+    register_script("bfcl-smol-manager", smol_manager(task))
+    register_script("bfcl-smol-caller-right", smol_caller(task, {}))
+    register_script("bfcl-smol-caller-wrong", smol_caller(task, {0: wrong}))
+    yield from framework_env("smolagents", tmp_path_factory, docker_sandbox)
+
+
+def smol_run(env, task: Task, caller: str):
+    t = env["adapter"].run(task, "scripted/bfcl-smol-manager", agent_models={"caller": f"scripted/{caller}"})
+    assert "error" not in t.metadata, t.metadata.get("traceback")
+    return t
+
+
+def test_smolagents_team_that_makes_the_ground_truth_calls_passes(smol_env, task):
+    t = smol_run(smol_env, task, "bfcl-smol-caller-right")
+    assert t.verdict.success, t.verdict.details
+    gt = task.metadata["ground_truth_calls"]
+    assert [s.metadata["turn"] for s in t.steps if s.kind == "human"] == list(range(len(gt)))
+    tools = [s for s in t.steps if s.kind == "tool"]
+    assert [s.metadata["call"] for s in tools] == [c for turn in gt for c in _named(task, turn)]
+    for s in tools:
+        asker = t.steps[s.metadata["asked_by"]]
+        assert asker.agent == "caller" and asker.index < s.index and asker.metadata["turn"] == s.metadata["turn"]
+    first = [(s.agent, s.kind) for s in t.steps[:4]]
+    assert first == [("user", "human"), ("manager", "agent"), ("caller", "agent"), ("tools", "tool")]
+    assert t.metadata["unlinked_calls"] == []
+
+
+def test_smolagents_wrong_argument_fails_at_its_turn_and_replays_exactly(smol_env, task):
+    failed = smol_run(smol_env, task, "bfcl-smol-caller-wrong")
+    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
+    assert_exact_replay(smol_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
