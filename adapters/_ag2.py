@@ -26,7 +26,7 @@ from typing import Any
 
 from rootstep.adapters._images import AG2_IMAGE
 from rootstep.adapters.base import Adapter
-from rootstep.benchmarks import reads_calls
+from rootstep.benchmarks import function_summaries, reads_calls
 from rootstep.prompts import render
 from rootstep.model import Step, Task
 
@@ -52,7 +52,8 @@ class AG2Adapter(Adapter):
     def episode_config(self, task: Task) -> dict[str, Any]:
         if reads_calls(task):
             return {"tools": "bfcl", "max_round_per_turn": 12, "temperature": 0,
-                    "prompts": {"planner": render("ag2_bfcl_planner.j2"), "caller": render("ag2_bfcl_caller.j2")}}
+                    "prompts": {"planner": render("ag2_bfcl_planner.j2", functions=function_summaries(task)),
+                                "caller": render("ag2_bfcl_caller.j2")}}
         return {
             "prompts": {
                 "coder": render("ag2_coder.j2", kind=task.kind, answer=self.answer_contract(task)),

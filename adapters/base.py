@@ -382,13 +382,22 @@ class Adapter(ABC):
         tools = tool_files_digest(task)
         return _digest(parts if tools is None else [*parts, tools])
 
-    def _check_task(self, task: Task) -> None:
+    @classmethod
+    def cannot_run(cls, task: Task) -> str | None:
+        """Why this framework cannot run `task` (a kind it has no team for, or tools it has no team for), or None."""
         if reads_calls(task):
-            if not self.tool_use:
-                raise ValueError(f"the {self.name} adapter has no tool-use team for {task.benchmark} tasks (adapters "
-                                 f"with one: {', '.join(_tool_use_adapters())})")
-        elif task.kind not in self.task_kinds:
-            raise ValueError(f"the {self.name} adapter runs {', '.join(self.task_kinds)} tasks, not {task.kind!r}")
+            if not cls.tool_use:
+                return (f"the {cls.name} adapter has no tool-use team for {task.benchmark} tasks (adapters with one: "
+                        f"{', '.join(_tool_use_adapters())})")
+            return None
+        if task.kind not in cls.task_kinds:
+            return f"the {cls.name} adapter runs {', '.join(cls.task_kinds)} tasks, not {task.kind!r}"
+        return None
+
+    def _check_task(self, task: Task) -> None:
+        problem = self.cannot_run(task)
+        if problem is not None:
+            raise ValueError(problem)
 
     def _server(self, gateway: "GatewayServer | None") -> "GatewayServer":
         server = gateway or self.gateway

@@ -54,6 +54,7 @@ from ._propose import (
     TaskContext,
     answer_leaks,
     answer_step,
+    failure_horizon,
     model_name,
     with_transcript,
     work_key,
@@ -113,7 +114,9 @@ class _Search:
         self.verdict = verdict
         self.analyzer = analyzer
         self.controls, self.repeats = controls, repeats
-        self.meter = Meter(budget.for_run(sum(1 for s in trajectory.steps if s.kind == "agent")))
+        self.horizon = failure_horizon(trajectory, verdict)
+        """Steps from here on come after the failure was decided (a failed turn's check): never candidates."""
+        self.meter = Meter(budget.for_run(sum(1 for s in trajectory.steps[:self.horizon] if s.kind == "agent")))
         program = None if run_program is None else functools.lru_cache(maxsize=256)(run_program)
         """`run_program`, each program run once per search: a fix's program is read by the leak, wrong-answer,
         gives-answer and same-answer checks, each of which ran it in a sandbox."""
@@ -190,7 +193,7 @@ class _Search:
     def by_prior(self, prior: Sequence[int]) -> None:
         """The ranked phase with a prior: ask about the prior's agent steps in its order (the analyzer may judge
         one correct: no replay), at most `max_candidates` of them, until a fix succeeds."""
-        agent_steps = {s.index for s in self.trajectory.steps if s.kind == "agent"}
+        agent_steps = {s.index for s in self.trajectory.steps[:self.horizon] if s.kind == "agent"}
         for index in [i for i in dict.fromkeys(prior) if i in agent_steps][: self.meter.budget.max_candidates]:
             what = f"the prior search before step {index}"
             stop = self.meter.cannot_replay(what) or self.meter.cannot_ask(what)
@@ -208,7 +211,7 @@ class _Search:
     def scan(self, *, require_fix: bool, source: Literal["earlier", "sequential"]) -> None:
         if self.no_agent_error is not None:
             return
-        limit = self.best.diagnosis.step if self.best is not None else len(self.trajectory.steps)
+        limit = self.best.diagnosis.step if self.best is not None else self.horizon
         left_open: list[int] = []
         for step in self.trajectory.steps[:limit]:
             if step.kind != "agent" or step.index in self.tried_steps():
@@ -243,7 +246,7 @@ class _Search:
         aggregator's). A step the analyzer judged correct is never in the set."""
         if self.no_agent_error is not None:
             return
-        limit = self.best.diagnosis.step if self.best is not None else len(self.trajectory.steps)
+        limit = self.best.diagnosis.step if self.best is not None else self.horizon
         erring: dict[int, Diagnosis] = {}
         for a in self.decided():
             if a.replay.success_after is False and a.diagnosis.step < limit:

@@ -639,10 +639,26 @@ class NoAgentError(BaseModel):
     """Where the task's verifier itself accepts that step's answer (`right_answer_in`), or None."""
 
 
+def failure_horizon(trajectory: Trajectory, verdict: Verdict | None) -> int:
+    """The position after the last step that can have decided the failure: the end of the user turn at which the
+    verdict says the run failed (`details["turn"]`, BFCL's checker: it checks each turn's state and responses
+    after that turn, so no later step changes a failed turn's check), when the steps say their turn
+    (`metadata["turn"]`); the whole run otherwise."""
+    failed_at = (verdict.details or {}).get("turn") if verdict is not None else None
+    if not isinstance(failed_at, int) or isinstance(failed_at, bool):
+        return len(trajectory.steps)
+    for step in trajectory.steps:
+        turn = step.metadata.get("turn")
+        if isinstance(turn, int) and turn > failed_at:
+            return step.index
+    return len(trajectory.steps)
+
+
 def agent_step_at(trajectory: Trajectory, raw_step: Any, field: str, expect: int | None = None,
-                  changed: str = "corrected") -> tuple[Step | None, str | None]:
+                  changed: str = "corrected", horizon: int | None = None) -> tuple[Step | None, str | None]:
     """The agent step a proposal's `field` names, or the problem to state: not an integer, not the step asked
-    about (`expect`), no such step, or not an agent step (only agent steps can be `changed`)."""
+    about (`expect`), no such step, not an agent step (only agent steps can be `changed`), or a step at or after
+    `horizon` (`failure_horizon`: after the turn the run failed at, it cannot have decided the failure)."""
     n = len(trajectory.steps)
     index = as_index(raw_step)
     if index is None:
@@ -656,11 +672,17 @@ def agent_step_at(trajectory: Trajectory, raw_step: Any, field: str, expect: int
         agent_steps = [s.index for s in trajectory.steps if s.kind == "agent"]
         return None, (f"step {index} is a {step.kind} step (by {step.agent}), not an agent step; only agent steps can "
                       f"be {changed} (agent steps: {agent_steps})")
+    if horizon is not None and index >= horizon:
+        before = [s.index for s in trajectory.steps[:horizon] if s.kind == "agent"]
+        return None, (f"step {index} is in user turn {step.metadata.get('turn')}, after the turn at which the run failed "
+                      f"(the check of that turn decides the verdict): only a step before step {horizon} can have "
+                      f"decided it (agent steps: {before})")
     return step, None
 
 
-def _check_step(trajectory: Trajectory, raw_step: Any, raw_agent: Any, expect: int | None) -> tuple[Step | None, str | None]:
-    step, problem = agent_step_at(trajectory, raw_step, "mistake_step", expect)
+def _check_step(trajectory: Trajectory, raw_step: Any, raw_agent: Any, expect: int | None,
+                horizon: int | None = None) -> tuple[Step | None, str | None]:
+    step, problem = agent_step_at(trajectory, raw_step, "mistake_step", expect, horizon=horizon)
     if step is None:
         return None, problem
     if not isinstance(raw_agent, str) or not raw_agent.strip():
@@ -694,13 +716,15 @@ def validate_diagnosis(
     tested: set[tuple[int, str]] | None = None,
     fix_problem: Callable[[Step, str], str | None] | None = None,
     rewrite: bool = False,
+    horizon: int | None = None,
 ) -> tuple[Diagnosis | NoAgentError | None, str | None]:
     """Parse and check an analyzer answer; `(Diagnosis, None)` or `(None, the problem to state)`.
 
     Checks, in order: a JSON object; `no_agent_error: true` (the whole-run diagnosis only, with the
     `answer_step` that gives the right answer, or null for the final answer) is a `NoAgentError`;
     (with `may_decline`) `fix_needed: false` is a valid decline;
-    the step is an integer, is `expect_step` when given, exists and is an agent step; the agent is the
+    the step is an integer, is `expect_step` when given, exists, is an agent step and comes before `horizon`
+    (`failure_horizon`); the agent is the
     one who took it (case and punctuation ignored); the fix is non-empty, differs from the step as
     recorded (an unchanged step would replay the same failure) and was not tested already; with
     `fix_problem` (the search's checks against the task: `_Search.fix_problem`), whatever problem it names
@@ -729,7 +753,7 @@ def validate_diagnosis(
     for key in ("mistake_step", "mistake_agent", "suggested_fix"):
         if key not in data:
             return None, f"the JSON object has no {key!r} key"
-    step, problem = _check_step(trajectory, data["mistake_step"], data["mistake_agent"], expect_step)
+    step, problem = _check_step(trajectory, data["mistake_step"], data["mistake_agent"], expect_step, horizon)
     if step is None:
         return None, problem
     fix = _fix_text(data["suggested_fix"])
@@ -779,6 +803,8 @@ class FixProposer:
                  meter: Meter, asked: list[Asked], notes: list[str], max_prompt_chars: int, verify: Verify | None,
                  run_program: RunProgram | None, step_request: StepRequest | None):
         self.trajectory = trajectory
+        self.verdict = verdict
+        self.horizon = failure_horizon(trajectory, verdict)
         self.task = context.task
         self.verify = verify
         self.run_program = run_program
@@ -809,7 +835,8 @@ class FixProposer:
 
     def ask_ranked(self, failed: list[dict[str, Any]], tested: set[tuple[int, str]]) -> tuple[Diagnosis | NoAgentError | None, str | None]:
         def validate(answer: str) -> tuple[Diagnosis | NoAgentError | None, str | None]:
-            return validate_diagnosis(self.trajectory, answer, tested=tested, fix_problem=self.fix_problem, rewrite=True)
+            return validate_diagnosis(self.trajectory, answer, tested=tested, fix_problem=self.fix_problem, rewrite=True,
+                                      horizon=self.horizon)
 
         found: tuple[Diagnosis | NoAgentError | None, str | None] = ask_valid(
             self.analyzer,
@@ -836,7 +863,8 @@ class FixProposer:
         shown = {**shown, "content": shown["full"]}  # the step asked about, whole (the run shows it compact)
         def validate(answer: str) -> tuple[Diagnosis | None, str | None]:
             found, problem = validate_diagnosis(self.trajectory, answer, expect_step=step.index, may_decline=not require_fix,
-                                                tested=tested, fix_problem=self.fix_problem, rewrite=True)
+                                                tested=tested, fix_problem=self.fix_problem, rewrite=True,
+                                                horizon=self.horizon)
             assert not isinstance(found, NoAgentError)  # only the whole run's diagnosis may find no agent error
             return found, problem
 

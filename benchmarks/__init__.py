@@ -24,7 +24,7 @@ from ._answer import (
     program_answer,
     team_answer,
 )
-from ._bfcl import executed_calls_answer, reads_calls
+from ._bfcl import executed_calls_answer, function_summaries, reads_calls
 from ._code import CodeBlock, build_program, code_blocks, defines, extract_code
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
@@ -96,6 +96,7 @@ __all__ = [
     "extract_math_answer",
     "extract_number",
     "f1_score",
+    "function_summaries",
     "final_answer_span",
     "gaia_match",
     "get_benchmark",

@@ -146,6 +146,21 @@ def function_docs(classes: list[str]) -> list[dict[str, Any]]:
     return docs
 
 
+def function_summaries(task: Task) -> list[dict[str, str]]:
+    """The functions `task` offers from its first turn, for a prompt that names them without giving them as tools
+    (a planner): name, parameters (required ones first, optional ones with `=...`) and the description's first
+    sentence."""
+    out = []
+    for doc in task.metadata.get("functions") or []:
+        params = doc.get("parameters") or {}
+        required = list(params.get("required") or [])
+        names = required + [p for p in (params.get("properties") or {}) if p not in required]
+        description = str(doc.get("description") or "").split(" Tool description: ")[-1].strip()
+        out.append({"name": doc["name"], "parameters": ", ".join(p if p in required else f"{p}=..." for p in names),
+                    "summary": description.split(". ")[0].rstrip(".")})
+    return out
+
+
 def _rows(path: Path) -> list[dict[str, Any]]:
     rows = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

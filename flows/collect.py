@@ -175,11 +175,11 @@ def collect(
         session.ensure_images(frameworks)
         for framework in frameworks:
             adapter = session.adapter(framework)
-            kinds = adapter_class(framework).task_kinds
             for t in tasks:
                 spec = CollectSpec(framework=framework, task=t, model=model, agent_models=dict(agent_models or {}))
-                if t.kind not in kinds:
-                    report.runs.append(spec.failed(f"{framework} does not run {t.kind} tasks"))
+                problem = adapter_class(framework).cannot_run(t)
+                if problem is not None:
+                    report.runs.append(spec.failed(problem))
                     continue
                 hit = stored.get(run_key(framework, t.benchmark, t.task_id, model, agent_models, adapter.config_hash(t)))
                 if hit is not None:

@@ -95,6 +95,14 @@ class PipelineReport(BaseModel):
             lines.append(f"cut by {name}: {len(these)} search(es): {done}")
         return lines
 
+    def error_lines(self) -> list[str]:
+        """One line per episode that could not be collected, or search that failed, with its error: a count alone
+        sends the user to the logs."""
+        lines = [f"collect error {r.framework}/{r.benchmark}/{r.task_id}: {r.error}" for r in self.collected if r.error]
+        lines += [f"annotation error {a.method} {a.framework}/{a.task_id}: {a.error}"
+                  for a in self.annotated if a.status == "error" and a.error]
+        return lines
+
     def render(self) -> str:
         """The table of what was annotated and the SQL to explore it (plain text)."""
         head = ["method", "framework", "benchmark", "task", "status", "agent", "step", "replays", "llm calls", "seconds",
@@ -117,6 +125,7 @@ class PipelineReport(BaseModel):
             *([f"re-checked {c['rechecks']} labels from scratch: {c['rechecks_agreeing']} found again at the same "
                "agent and step"] if c["rechecks"] else []),
             *self.cut_lines(),
+            *self.error_lines(),
             f"in {self.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_seconds.items()) + ")",
             "",
             fmt.format(*head),

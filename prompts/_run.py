@@ -104,9 +104,13 @@ def render_steps(trajectory: "Trajectory", first: int = 0, last: int | None = No
     asks about that step. The texts are the steps' contents and observations; when they add up to more than `max_prompt_chars`,
     every one is cut to the same cap, the largest whose total fits (short texts stay whole and leave their
     share to the long ones), and a text keeps at least `MIN_STEP_CHARS` whatever the budget. Each step's
-    tool calls are shown as sorted JSON (`MAX_TOOL_CALL_CHARS` each); `calls_tools` says the step acted
-    through the model's own tool calls (OpenAI form), which a replacement must restate to change.
+    tool calls are shown as sorted JSON (`MAX_TOOL_CALL_CHARS` each); `calls_tools` says the step's agent acts
+    through the model's own tool calls (OpenAI form) somewhere in the run: a replacement restates them to change
+    them, and may add calls to a step that answered in text where it should have called (BFCL: a caller that said
+    "Removed NVDA" without calling).
     """
+    tool_agents = {s.agent for s in trajectory.steps
+                   if any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in s.tool_calls)}
     steps = trajectory.steps[first: (len(trajectory.steps) if last is None else last + 1)]
     if compact:
         contents = compact_contents(steps, trajectory.question)
@@ -128,7 +132,7 @@ def render_steps(trajectory: "Trajectory", first: int = 0, last: int | None = No
             "kind": s.kind,
             "content": cut(content),
             "tool_calls": [json.dumps(t, sort_keys=True, default=str)[:MAX_TOOL_CALL_CHARS] for t in s.tool_calls],
-            "calls_tools": any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in s.tool_calls),
+            "calls_tools": s.kind == "agent" and s.agent in tool_agents,
             "observation": cut(observation),
             "reads": s.metadata.get("reads"),
             **({"full": s.content} if compact else {}),

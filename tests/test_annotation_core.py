@@ -304,6 +304,32 @@ def test_invalid_proposals_are_reasked_with_the_problem_stated(bad: str, problem
     assert [x.problem is not None for x in result.asked[:2]] == [True, False]
 
 
+def test_steps_after_the_turn_the_run_failed_at_are_never_candidates():
+    """A multi-turn run whose verdict failed at user turn 0 (BFCL's checker checks each turn after it: no later call
+    changes that turn's check): a proposal at a step of turn 1 is refused and re-asked, and neither the scan nor the
+    budget reaches past turn 0."""
+    from rootstep.annotation._propose import failure_horizon
+
+    ledger = Ledger({3})
+    run = ledger.trajectory()
+    steps = [s.model_copy(update={"metadata": {"turn": 0 if s.index <= 3 else 1}}) for s in run.steps]
+    run = run.model_copy(update={"steps": steps, "verdict": run.verdict.model_copy(update={
+        "details": {**run.verdict.details, "turn": 0, "check": "state"}})})
+    assert failure_horizon(run, run.verdict) == 4
+    assert failure_horizon(run, Verdict(success=False, details={"turn": 1})) == len(run.steps)
+    assert failure_horizon(ledger.trajectory(), run.verdict) == len(run.steps)  # steps that do not say their turn
+    answers = [diag(5), diag(3)]
+    analyzer = Recorder("cf-horizon", lambda p, n: answers[n] if n < len(answers) else decline())
+
+    result = find_decisive_step(run, analyzer=analyzer.chat, replay=ledger.replay)
+
+    assert result.verified and result.step == 3
+    assert "step 5 is in user turn 1, after the turn at which the run failed" in analyzer.prompts[1]
+    assert "agent steps: [0, 1, 3]" in analyzer.prompts[1]
+    assert {i.step for i in ledger.replays} == {3}  # the fix and its control; nothing of turn 1 replayed
+    assert [at_step(p) for p in analyzer.prompts[2:]] == [0, 1]  # the earlier scan: turn 0's steps only
+
+
 def test_invalid_answers_until_the_reask_limit_end_the_proposal():
     ledger = Ledger({3})
     run = ledger.trajectory()

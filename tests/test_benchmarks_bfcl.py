@@ -258,3 +258,14 @@ def test_function_documents_become_openai_tools_typed_as_bfcl_types_them() -> No
     for tool in tools.values():
         for prop in tool["parameters"]["properties"].values():
             assert prop["type"] in {"integer", "number", "string", "boolean", "array", "object"}
+
+
+def test_a_planner_is_told_the_offered_functions_by_name_and_parameters() -> None:
+    from rootstep.benchmarks import function_summaries
+
+    task = load_tasks("bfcl-miss-func", limit=1)[0]
+    summaries = {s["name"]: s for s in function_summaries(task)}
+    assert set(summaries) == {d["name"] for d in task.metadata["functions"]} and "sort" not in summaries
+    assert summaries["mkdir"] == {"name": "mkdir", "parameters": "dir_name",
+                                  "summary": "Create a new directory in the current directory"}
+    assert summaries["tail"]["parameters"] == "file_name, lines=..."

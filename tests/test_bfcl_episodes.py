@@ -96,6 +96,7 @@ def test_a_team_that_makes_the_ground_truth_calls_passes_with_every_call_a_tool_
         asker = t.steps[s.metadata["asked_by"]]
         assert asker.agent == "caller" and asker.tool_calls and s.metadata["executed"]
         assert asker.metadata["turn"] == s.metadata["turn"]
+        assert asker.content == ""  # a call-only message has no text (AG2 keeps it as the string "None")
     assert json.loads(t.final_answer)["turns"][0] == [_named(task, gt[0])]
     for s in t.steps:  # every LLM step is linked to the scripted call that produced it; no other step to any
         assert (len(s.call_ids) == 1) == (s.kind == "agent")

@@ -237,3 +237,24 @@ def test_the_pipeline_summary_and_the_quality_views_say_which_limit_cut_which_se
     cuts = wh.rows("SELECT * FROM search_cuts ORDER BY cut_by")
     assert [(c["cut_by"], c["searches"], c["mean_replays"], c["mean_analyzer_calls"]) for c in cuts] == [
         ("open_steps", 1, 1.0, 4.0), ("replays", 1, 9.0, 12.0), ("wall_clock", 1, 2.0, 5.0)]
+
+
+def test_the_pipeline_summary_names_each_episode_it_could_not_collect_and_why():
+    """A new user saw `collected 4 runs (0 new, 0 already stored, 4 errors)` and nothing else (BFCL on frameworks
+    without a tool-use team): each error is listed with its framework, task and reason."""
+    from rootstep.flows._searches import AnnotatedRun
+    from rootstep.flows.collect import CollectedRun
+    from rootstep.flows.pipeline import PipelineReport
+
+    report = PipelineReport(
+        collected=[CollectedRun(framework="metagpt", benchmark="bfcl", task_id="multi_turn_base_17", model="m",
+                                error="the metagpt adapter has no tool-use team for bfcl tasks"),
+                   CollectedRun(framework="ag2", benchmark="bfcl", task_id="multi_turn_base_118", model="m",
+                                run_id="run_x", success=False, n_steps=17)],
+        annotated=[AnnotatedRun(method="counterfactual", run_id="run_x", framework="ag2", benchmark="bfcl",
+                                task_id="multi_turn_base_118", status="error", error="AdapterError: the sandbox failed")])
+    text = report.render()
+    assert "collected 2 runs (1 new, 0 already stored, 1 errors)" in text
+    assert ("collect error metagpt/bfcl/multi_turn_base_17: the metagpt adapter has no tool-use team for bfcl tasks"
+            in text)
+    assert "annotation error counterfactual ag2/multi_turn_base_118: AdapterError: the sandbox failed" in text

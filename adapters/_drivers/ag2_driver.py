@@ -191,9 +191,12 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
                                                "call": None if record is None else record["call"]}})
             else:
                 position[index] = len(steps)
+                calls = list(message.get("tool_calls") or [])
+                text = str(message.get("content") or "")
+                if calls and text == "None":  # AG2 keeps a call-only message's missing content as the string "None"
+                    text = ""
                 steps.append({"index": index, "agent": name, "kind": "agent", "role": message.get("role"),
-                              "content": str(message.get("content") or ""),
-                              "tool_calls": list(message.get("tool_calls") or []), "metadata": {"turn": turn}})
+                              "content": text, "tool_calls": calls, "metadata": {"turn": turn}})
         final = next((s["content"] for s in reversed(steps) if s["agent"] == "caller" and not s["tool_calls"]), None)
         return {"steps": steps, "final_answer": final, "framework_version": autogen.__version__}
 

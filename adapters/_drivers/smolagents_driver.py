@@ -163,7 +163,9 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
         observation = memory_step.observations
         if memory_step.error is not None:
             observation = ((observation or "") + f"\nError: {memory_step.error}").strip()
-        calls = [{"name": c.name, "arguments": c.arguments} for c in memory_step.tool_calls or []]
+        # the model's own tool calls, in the OpenAI form (an intervention restates them: `Intervention.tool_calls`)
+        calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                 for c in memory_step.tool_calls or []]
         steps.append({"index": index, "agent": name, "kind": "agent" if made_by_llm else "environment",
                       "content": str(memory_step.model_output or ""), "tool_calls": calls, "observation": observation,
                       "started_at": memory_step.timing.start_time,

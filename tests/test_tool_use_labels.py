@@ -1,0 +1,86 @@
+"""Counterfactual search on a real multi-turn tool-use failure: AG2 on BFCL multi_turn_base_118 with the local 1.5B
+as planner and caller (tests/fixtures/real_runs/ag2_bfcl_multi_turn_base_118.json). At user turn 1 ("take the first
+one off my watchlist") the caller answered "Got it! Removed NVDA from the watchlist." without calling anything
+(step 7): BFCL's checker fails the run at turn 1, and no later step can change that turn's check.
+
+The 1.5B analyzer's real ranked answer named step 12, in turn 3 (tests/fixtures/analyzer_replies); it is refused
+and re-asked. A fix that makes the call the caller should have made (`suggested_tool_calls`) is the label, found
+with every earlier agent step of the failing turn and before asked, and nothing after it replayed."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from rootstep.annotation import Budget, ReplayOutcome, find_decisive_step
+from rootstep.annotation._propose import failure_horizon
+from rootstep.gateway import Chat, register_script
+from rootstep.model import Intervention, Step, Task, Trajectory, Usage, Verdict
+from rootstep.prompts import render_steps
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CALL = {"name": "remove_stock_from_watchlist", "arguments": {"symbol": "NVDA"}}
+
+
+def real_run() -> Trajectory:
+    data = json.loads((FIXTURES / "real_runs" / "ag2_bfcl_multi_turn_base_118.json").read_text())
+    task = Task.model_validate(data["task"])
+    steps = [Step.model_validate({**s, "call_ids": [f"c{s['index']}"] if s["kind"] == "agent" else []})
+             for s in data["steps"]]
+    return Trajectory(framework="ag2", benchmark="bfcl", task_id=task.task_id, question=task.prompt,
+                      ground_truth=task.ground_truth, steps=steps, final_answer=data["final_answer"],
+                      verdict=Verdict.model_validate(data["verdict"]))
+
+
+def replay(run: Trajectory, replays: list[Intervention]):
+    """The team after an intervention: the run passes turn 1 only when step 7 makes the call it should have made."""
+
+    def fn(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replays.append(intervention)
+        ok = intervention.step == 7 and CALL["name"] in json.dumps(intervention.tool_calls or [])
+        verdict = Verdict(success=ok, details={"check": "all turns"} if ok else dict(run.verdict.details))
+        return (run.model_copy(update={"verdict": verdict, "parent_run_id": run.id}), verdict,
+                ReplayOutcome(cost=Usage(llm_calls=3, replayed_calls=4)))
+
+    return fn
+
+
+def test_the_failing_turn_bounds_the_candidates_of_a_real_bfcl_failure():
+    run = real_run()
+    assert run.verdict.details["turn"] == 1 and run.verdict.details["check"] == "no calls"
+    assert [(s.index, s.agent, s.metadata["turn"]) for s in run.steps if s.kind == "human"][:3] == [
+        (0, "executor", 0), (5, "executor", 1), (8, "executor", 2)]
+    assert failure_horizon(run, run.verdict) == 8
+    rendered = {s["index"]: s for s in render_steps(run, compact=True)[0]}
+    # the caller acts through tool calls: each of its steps may be given calls, step 7's too (it made none)
+    assert [i for i, s in rendered.items() if s["calls_tools"]] == [s.index for s in run.steps if s.agent == "caller"]
+    assert rendered[7]["tool_calls"] == [] and "Removed NVDA" in rendered[7]["content"]
+
+
+def test_the_1_5bs_proposal_after_the_failing_turn_is_refused_and_the_missing_call_is_the_label():
+    run = real_run()
+    real = json.loads((FIXTURES / "analyzer_replies" / "bfcl_after_failure.json").read_text())["answer"]
+    fix = json.dumps({"mistake_step": 7, "mistake_agent": "caller", "reason": "it said it removed NVDA but made no call",
+                      "suggested_fix": "", "suggested_tool_calls": [CALL]})
+    prompts: list[str] = []
+
+    def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        prompts.append(messages[-1]["content"])
+        if re.search(r"STEP UNDER EXAMINATION: step (\d+)", prompts[-1]):
+            return json.dumps({"fix_needed": False, "reason": "this step is right"})
+        return real if len(prompts) == 1 else fix
+
+    register_script("bfcl-analyzer", analyzer)
+    replays: list[Intervention] = []
+    result = find_decisive_step(run, analyzer=Chat("scripted/bfcl-analyzer"), replay=replay(run, replays),
+                                budget=Budget())
+    a = result.annotation
+    assert (a.status, a.verified, a.agent, a.step, a.earliest) == ("labelled", True, "caller", 7, "established")
+    assert "step 12 is in user turn 3, after the turn at which the run failed" in prompts[1]
+    assert "makes a call the step should have made" in prompts[0] and "suggested_tool_calls" in prompts[0]
+    assert sorted((i.step, i.kind) for i in replays) == [(7, "control"), (7, "fix")]  # nothing after turn 1 replayed
+    assert next(i for i in replays if i.kind == "fix").tool_calls == [CALL]
+    asked = [int(m.group(1)) for p in prompts if (m := re.search(r"STEP UNDER EXAMINATION: step (\d+)", p))]
+    assert asked == [1, 2, 4, 6]  # every earlier agent step asked (and judged correct), none after the label
