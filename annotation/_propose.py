@@ -692,6 +692,29 @@ def _check_step(trajectory: Trajectory, raw_step: Any, raw_agent: Any, expect: i
     return step, None
 
 
+def plain_tool_calls(raw: Any) -> list[dict[str, Any]] | None:
+    """Tool calls as `{"name", "arguments"}` with the arguments an object where they parse as one: from a list of
+    calls, or one call, in that form or the OpenAI one (`{"function": {"name", "arguments": "<json>"}}`); None for
+    anything that is not calls."""
+    items = raw if isinstance(raw, list) else [raw]
+    if not items or not all(isinstance(item, dict) for item in items):
+        return None
+    calls = []
+    for item in items:
+        function = item["function"] if isinstance(item.get("function"), dict) else item
+        name, arguments = function.get("name"), function.get("arguments", {})
+        if not isinstance(name, str) or not name.strip() or "arguments" not in function and function is item:
+            return None  # `{"name": ...}` alone is not read as a call: it may name an agent
+        if isinstance(arguments, str):
+            try:
+                parsed = json.loads(arguments or "{}")
+            except json.JSONDecodeError:
+                parsed = arguments
+            arguments = parsed if isinstance(parsed, dict) else arguments
+        calls.append({"name": name, "arguments": arguments})
+    return calls
+
+
 def _fix_text(fix: Any) -> Any:
     """`suggested_fix` as text when the model wrapped the text in an object of one field: `{"code": "..."}` (the
     1.5B's fix of AG2 critic and coder steps, main job of 2026-11-28, GSM8K test-474, refused twice as empty) is
@@ -756,8 +779,11 @@ def validate_diagnosis(
     step, problem = _check_step(trajectory, data["mistake_step"], data["mistake_agent"], expect_step, horizon)
     if step is None:
         return None, problem
-    fix = _fix_text(data["suggested_fix"])
     tool_calls = data.get("suggested_tool_calls")
+    in_fix = plain_tool_calls(data["suggested_fix"]) if tool_calls is None else None
+    # the 1.5B writes the step's call in `suggested_fix` ({"name", "arguments"} or the OpenAI form: AG2 BFCL runs of
+    # 2026-11-29, refused twice as empty text): the calls are the fix, the step's text is left empty
+    fix, tool_calls = ("", in_fix) if in_fix is not None else (_fix_text(data["suggested_fix"]), tool_calls)
     if tool_calls is not None and not (isinstance(tool_calls, list)
                                        and all(isinstance(t, dict) and (t.get("name") or t.get("function"))
                                                for t in tool_calls)):
@@ -783,6 +809,10 @@ def check_fix(step: Step, fix: str, tool_calls: list[dict[str, Any]] | None = No
     if same_work(fix, step.content) and tool_calls is None:
         return (f"suggested_fix is what step {step.index} already says (the same code and text, comments and layout "
                 "aside); a correction must change what the step does")
+    if (tool_calls is not None and same_work(fix, step.content)
+            and (plain_tool_calls(tool_calls) or []) == (plain_tool_calls(step.tool_calls) or [])):
+        return (f"the fix makes the calls step {step.index} already made, with the same arguments; a correction must "
+                "change what the step calls or with which arguments")
     if tested and (step.index, work_key(fix)) in tested and tool_calls is None:
         return f"this exact fix of step {step.index} was already tested and the run still failed"
     return fix_problem(step, fix) if fix_problem is not None and fix.strip() else None

@@ -61,7 +61,7 @@ def test_the_failing_turn_bounds_the_candidates_of_a_real_bfcl_failure():
 
 def test_the_1_5bs_proposal_after_the_failing_turn_is_refused_and_the_missing_call_is_the_label():
     run = real_run()
-    real = json.loads((FIXTURES / "analyzer_replies" / "bfcl_after_failure.json").read_text())["answer"]
+    real = json.loads((FIXTURES / "analyzer_replies" / "bfcl_after_failure.json").read_text())["ranked_after_the_failing_turn"]
     fix = json.dumps({"mistake_step": 7, "mistake_agent": "caller", "reason": "it said it removed NVDA but made no call",
                       "suggested_fix": "", "suggested_tool_calls": [CALL]})
     prompts: list[str] = []
@@ -84,3 +84,26 @@ def test_the_1_5bs_proposal_after_the_failing_turn_is_refused_and_the_missing_ca
     assert next(i for i in replays if i.kind == "fix").tool_calls == [CALL]
     asked = [int(m.group(1)) for p in prompts if (m := re.search(r"STEP UNDER EXAMINATION: step (\d+)", p))]
     assert asked == [1, 2, 4, 6]  # every earlier agent step asked (and judged correct), none after the label
+
+
+def test_the_1_5bs_calls_written_in_suggested_fix_are_read_as_calls_and_a_repeated_call_is_refused():
+    """The 1.5B put the step's call in `suggested_fix` (as `{"name", "arguments"}` on base_17, in the OpenAI form on
+    base_118's step 2), where a text was expected, and its re-asks repeated it: read as `suggested_tool_calls`. On
+    base_118 that call is the one step 2 already made: refused as a no-op, not replayed."""
+    from rootstep.annotation._propose import plain_tool_calls, validate_diagnosis
+
+    run = real_run()
+    replies = json.loads((FIXTURES / "analyzer_replies" / "bfcl_after_failure.json").read_text())
+    found, problem = validate_diagnosis(run, replies["step_2_same_call_in_fix"], expect_step=2, may_decline=True)
+    assert found is None and problem == ("the fix makes the calls step 2 already made, with the same arguments; a "
+                                         "correction must change what the step calls or with which arguments")
+    assert plain_tool_calls(run.steps[2].tool_calls) == [{"name": "get_watchlist", "arguments": {}}]
+    # base_17's answer names step 7 of its own run; asked of this run's caller step 7, the calls are read
+    answer = json.loads(replies["calls_in_fix_after_the_failing_turn"])
+    found, problem = validate_diagnosis(run, json.dumps(answer), horizon=None)
+    assert problem is None and (found.step, found.fix) == (7, "")
+    assert found.tool_calls == [{"name": "find", "arguments": {"path": "project", "name": "test_report.docx"}}]
+    # an object naming an agent, or wrapping text, is not a call
+    assert plain_tool_calls({"name": "caller"}) is None and plain_tool_calls({"code": "print(1)"}) is None
+    assert plain_tool_calls([{"function": {"name": "ls", "arguments": "{\"a\": true}"}}]) == [
+        {"name": "ls", "arguments": {"a": True}}]
