@@ -80,6 +80,7 @@ def test_the_1_5bs_proposal_after_the_failing_turn_is_refused_and_the_missing_ca
     assert (a.status, a.verified, a.agent, a.step, a.earliest) == ("labelled", True, "caller", 7, "established")
     assert "step 12 is in user turn 3, after the turn at which the run failed" in prompts[1]
     assert "makes a call the step should have made" in prompts[0] and "suggested_tool_calls" in prompts[0]
+    assert "[] removes them.\nA fix must change" in prompts[0]  # the paragraph ends its line
     assert sorted((i.step, i.kind) for i in replays) == [(7, "control"), (7, "fix")]  # nothing after turn 1 replayed
     assert next(i for i in replays if i.kind == "fix").tool_calls == [CALL]
     asked = [int(m.group(1)) for p in prompts if (m := re.search(r"STEP UNDER EXAMINATION: step (\d+)", p))]
