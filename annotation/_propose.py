@@ -833,7 +833,6 @@ class FixProposer:
                  meter: Meter, asked: list[Asked], notes: list[str], max_prompt_chars: int, verify: Verify | None,
                  run_program: RunProgram | None, step_request: StepRequest | None):
         self.trajectory = trajectory
-        self.verdict = verdict
         self.horizon = failure_horizon(trajectory, verdict)
         self.task = context.task
         self.verify = verify

@@ -28,6 +28,23 @@ def _step_kind(name: str, index: int) -> str:
     return "agent"
 
 
+def agent_llm_config(episode: dict[str, Any], agent: str) -> dict[str, Any]:
+    """An agent's llm_config: its own gateway route, no AG2 disk cache (it would answer calls without reaching the
+    gateway), the episode's temperature and timeout."""
+    cfg = episode["config"]
+    return {
+        "config_list": [{
+            "model": cfg.get("model_alias", "rootstep"),
+            "base_url": _episode.agent_base_url(episode, agent),
+            "api_key": "unused-the-gateway-holds-the-key",
+            "price": [0.0, 0.0],
+        }],
+        "cache_seed": None,
+        "temperature": cfg.get("temperature", 0),
+        "timeout": cfg.get("llm_timeout_s", 600),
+    }
+
+
 def run(episode: dict[str, Any]) -> dict[str, Any]:
     import autogen
     from autogen.coding import LocalCommandLineCodeExecutor
@@ -36,17 +53,7 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
     prompts = cfg["prompts"]
 
     def llm_config(agent: str) -> dict[str, Any]:
-        return {
-            "config_list": [{
-                "model": cfg.get("model_alias", "rootstep"),
-                "base_url": _episode.agent_base_url(episode, agent),
-                "api_key": "unused-the-gateway-holds-the-key",
-                "price": [0.0, 0.0],
-            }],
-            "cache_seed": None,
-            "temperature": cfg.get("temperature", 0),
-            "timeout": cfg.get("llm_timeout_s", 600),
-        }
+        return agent_llm_config(episode, agent)
 
     is_done = lambda m: "TERMINATE" in str(m.get("content") or "")  # noqa: E731
     work_dir = os.path.join(os.getcwd(), "coding")
@@ -131,20 +138,12 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
 
         return run_call
 
-    base = {"config_list": [{"model": cfg.get("model_alias", "rootstep"), "api_key": "unused-the-gateway-holds-the-key",
-                             "price": [0.0, 0.0]}],
-            "cache_seed": None, "temperature": cfg.get("temperature", 0), "timeout": cfg.get("llm_timeout_s", 600)}
-
-    def llm_config(agent: str, **extra: Any) -> dict[str, Any]:
-        config = {**base, **extra}
-        config["config_list"] = [{**base["config_list"][0], "base_url": _episode.agent_base_url(episode, agent)}]
-        return config
-
     executor = Executor(name="executor", human_input_mode="NEVER", llm_config=False, code_execution_config=False,
                         default_auto_reply="")
-    planner = autogen.AssistantAgent(name="planner", system_message=prompts["planner"], llm_config=llm_config("planner"))
-    caller = autogen.AssistantAgent(name="caller", system_message=prompts["caller"],
-                                    llm_config=llm_config("caller", tools=_bfcl_tools.openai_tools(server.offered)))
+    planner = autogen.AssistantAgent(name="planner", system_message=prompts["planner"],
+                                     llm_config=agent_llm_config(episode, "planner"))
+    caller = autogen.AssistantAgent(name="caller", system_message=prompts["caller"], llm_config={
+        **agent_llm_config(episode, "caller"), "tools": _bfcl_tools.openai_tools(server.offered)})
     executor.register_function({doc["name"]: tool(doc["name"]) for doc in server.offered})
 
     def next_speaker(last_speaker, groupchat):  # noqa: ANN001 - AG2's signature
