@@ -14,6 +14,11 @@ from the response (no tiktoken download), temperature 0. The final answer is the
 The roles are custom (MetaGPT's own multi-agent tutorial pattern) rather than the software-company
 ProductManager/Architect/Engineer/QaEngineer: those produce a whole repository through structured
 ActionNode outputs, which a benchmark function-level task does not need.
+
+On a tool-use task (BFCL multi-turn, `tool_use`) the Team is `planner` (PlanCalls: which calls), `caller`
+(CallFunctions: MetaGPT's function-calling completion with the offered functions as tools) and `executor`
+(RunCalls, no LLM: the calls run on the sandbox's tool server, one `tool` step each); each user turn is the Team's
+idea, the roles keep their memory, and the caller's text answer without calls ends the turn.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 from rootstep.adapters._images import METAGPT_IMAGE, WheelhouseBuilt
 from rootstep.adapters.base import Adapter
+from rootstep.benchmarks import function_summaries, reads_calls
 from rootstep.prompts import render
 from rootstep.model import Step, Task
 
@@ -30,11 +36,12 @@ class MetaGPTAdapter(WheelhouseBuilt, Adapter):
     name = "metagpt"
     package = "metagpt"
     version = "0.8.2"
-    agents = ("user", "coder", "tester", "runner", "reviewer")
+    agents = ("user", "coder", "tester", "runner", "reviewer", "planner", "caller", "executor")
     answer_agents = ("coder",)
     step_kinds = {"user": ("human",), "coder": ("agent",), "tester": ("agent",), "runner": ("tool",),
-                  "reviewer": ("agent",)}
+                  "reviewer": ("agent",), "planner": ("agent",), "caller": ("agent",), "executor": ("tool",)}
     task_kinds = ("coding", "math")
+    tool_use = True
     driver = "metagpt_driver.py"
     image = METAGPT_IMAGE
 
@@ -46,6 +53,10 @@ class MetaGPTAdapter(WheelhouseBuilt, Adapter):
         return program_answer(task, driver_answer, steps, runs_with=("tester",))
 
     def episode_config(self, task: Task) -> dict[str, Any]:
+        if reads_calls(task):  # BFCL: planner, caller (function calling), executor on the tool server
+            return {"tools": "bfcl", "n_round_per_turn": 12, "temperature": 0,
+                    "prompts": {"planner": render("metagpt_bfcl_planner.j2", functions=function_summaries(task)),
+                                "caller": render("metagpt_bfcl_caller.j2"), "plan": render("metagpt_bfcl_plan.j2")}}
         # the templates keep {task}/{code}/{review}/{result} for the driver to fill in
         raw = {"task": "{task}", "code": "{code}", "review": "{review}", "result": "{result}"}
         return {

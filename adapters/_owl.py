@@ -9,6 +9,11 @@
 | `reviewer` | `SingleAgentWorker`, no tools | one per call | one per step |
 | `helper` | workers camel creates itself when assignments stay invalid | one per call | one per step |
 
+On a tool-use task (BFCL multi-turn, `tool_use`) the team is OWL's role-playing pair: `instructor` (OWL's user
+role, an LLM) gives one instruction at a time for each user turn and says TASK_DONE when the turn is done;
+`assistant` carries each out with the offered functions as camel `FunctionTool`s in camel's tool loop; every call
+it asked for is a `tool` step (`tools`) after the step that asked, executed by the sandbox's tool server or refused.
+
 A worker call that asks for tools carries them in `tool_calls`; the tools' results (code run inside the
 container) become that step's observation. Every answered LLM call is one step, indexed in call order
 (a call that fails leaves no step and is kept in `unlinked_calls` with its error). Calls are serialised:
@@ -31,6 +36,7 @@ from typing import Any
 from rootstep.adapters._images import WheelhouseBuilt, WheelhouseImageSpec
 from rootstep.sandboxes import AGENT_COMPUTE
 from rootstep.adapters.base import Adapter
+from rootstep.benchmarks import function_summaries, reads_calls
 from rootstep.prompts import render
 from rootstep.model import Task
 
@@ -60,14 +66,22 @@ class OWLAdapter(WheelhouseBuilt, Adapter):
     name = "owl"
     package = "camel-ai"
     version = "0.2.90"
-    agents = ("user", "planner", "coordinator", "coder", "reviewer", "helper")
+    agents = ("user", "planner", "coordinator", "coder", "reviewer", "helper", "instructor", "assistant", "tools")
     step_kinds = {"user": ("human",), "planner": ("agent",), "coordinator": ("agent",), "coder": ("agent",),
-                  "reviewer": ("agent",), "helper": ("agent",)}
+                  "reviewer": ("agent",), "helper": ("agent",), "instructor": ("agent",), "assistant": ("agent",),
+                  "tools": ("tool",)}
     task_kinds = ("coding", "math")
+    tool_use = True
     driver = "owl_driver.py"
     image = OWL_IMAGE
 
     def episode_config(self, task: Task) -> dict[str, Any]:
+        if reads_calls(task):  # BFCL: OWL's role-playing pair, the assistant with the functions as FunctionTools
+            return {"tools": "bfcl", "rounds_per_turn": 3, "assistant_max_iterations": 6, "temperature": 0,
+                    "token_limit": 1_000_000,
+                    "prompts": {"instructor": render("owl_bfcl_instructor.j2", functions=function_summaries(task)),
+                                "assistant": render("owl_bfcl_assistant.j2"),
+                                "turns": [render("owl_bfcl_turn.j2", request=text) for text in task.metadata["turns"]]}}
         return {
             "prompts": {
                 "workforce": render("owl_workforce.j2", kind=task.kind),

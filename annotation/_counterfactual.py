@@ -54,6 +54,7 @@ from ._propose import (
     TaskContext,
     answer_leaks,
     answer_step,
+    failed_turn,
     failure_horizon,
     model_name,
     with_transcript,
@@ -130,7 +131,8 @@ class _Search:
         self.propose = FixProposer(trajectory, verdict, context, analyzer, self.meter, self.asked, self.notes,
                                    max_prompt_chars, verify, program, step_request)
         self.trial = FixTrial(trajectory, None if verdict is None else verdict.success, context.task, verify, program,
-                              replay, self.meter, controls, repeats, deterministic, early_controls)
+                              replay, self.meter, controls, repeats, deterministic, early_controls,
+                              failed_turn(verdict))
 
     # -------------------------------------------------------------- what was tried
 
@@ -294,7 +296,9 @@ class _Search:
             + f" ({a.diagnosis.agent}, {a.diagnosis.source}"
             + {"rewrite": ", written from the analyzer's description",
                "retake": ", retaken by the analyzer's model in the agent's seat"}.get(a.diagnosis.written or "", "") + "): "
-            + ("succeeded" if a.success else f"succeeded, not causal: {a.not_causal}" if a.not_causal
+            + ("succeeded" if a.success and a.later_turn is None
+               else f"got past turn {self.trial.failed_at}, failed at turn {a.later_turn}" if a.success
+               else f"succeeded, not causal: {a.not_causal}" if a.not_causal
                else f"succeeded, not accepted: {a.presentation_only}" if a.presentation_only
                else "diverged" if a.replay.divergence else "replay error" if a.replay.error else "still failed")
             + f" [{a.replay.id}]"
@@ -362,12 +366,17 @@ class _Search:
             if open_steps:
                 evidence_notes.append(f"earliest not established: agent step(s) {open_steps} before step "
                                       f"{best.diagnosis.step} were neither tested nor judged correct")
+            if best.later_turn is not None:
+                evidence_notes.append(
+                    f"the fix got the run past user turn {self.trial.failed_at}, where it failed; the replay failed "
+                    f"later, at turn {best.later_turn} (the label is the decisive error of the first failure)")
             annotation = Annotation(
                 **common, agent=best.diagnosis.agent, step=best.diagnosis.step, verified=not open_steps,
                 status="labelled" if not open_steps else "unproven_earliest", steps=best.steps,
                 proof_replay_id=best.replay.id, edit=best.edit,
                 flip_check=best.check.summary(), confidence=best.check.effect.confidence,
                 earliest="established" if not open_steps else "unproven",
+                fixed_turn=None if best.later_turn is None else self.trial.failed_at,
                 evidence=Evidence(reason=best.diagnosis.reason, fix=fix,
                                   replay_ids=[r.id for r in replays], notes=evidence_notes),
                 metadata=metadata,

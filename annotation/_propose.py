@@ -639,13 +639,20 @@ class NoAgentError(BaseModel):
     """Where the task's verifier itself accepts that step's answer (`right_answer_in`), or None."""
 
 
+def failed_turn(verdict: Verdict | None) -> int | None:
+    """The user turn a failed multi-turn run failed at (`details["turn"]`, BFCL's checker: 0-based), or None
+    (a success, or a verdict that names no turn)."""
+    turn = (verdict.details or {}).get("turn") if verdict is not None and not verdict.success else None
+    return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+
+
 def failure_horizon(trajectory: Trajectory, verdict: Verdict | None) -> int:
     """The position after the last step that can have decided the failure: the end of the user turn at which the
-    verdict says the run failed (`details["turn"]`, BFCL's checker: it checks each turn's state and responses
+    verdict says the run failed (`failed_turn`, BFCL's checker: it checks each turn's state and responses
     after that turn, so no later step changes a failed turn's check), when the steps say their turn
     (`metadata["turn"]`); the whole run otherwise."""
-    failed_at = (verdict.details or {}).get("turn") if verdict is not None else None
-    if not isinstance(failed_at, int) or isinstance(failed_at, bool):
+    failed_at = failed_turn(verdict)
+    if failed_at is None:
         return len(trajectory.steps)
     for step in trajectory.steps:
         turn = step.metadata.get("turn")
@@ -845,6 +852,11 @@ class FixProposer:
         feedback = verdict_feedback(verdict)
         if context.feedback:
             feedback += "\n" + context.feedback
+        turn = failed_turn(verdict)
+        if turn is not None and self.horizon < len(trajectory.steps):
+            feedback += (f"\nMULTI-TURN: the verifier checks the run after each user turn; it failed at user turn {turn} "
+                         f"(0-based), whose last step is step {self.horizon - 1}. Look for the first wrong step up to "
+                         "there: a fix counts when it gets the run past that turn.")
         limits = environment_limits(trajectory)
         if limits:
             feedback += ("\nENVIRONMENT LIMITS (what the run's code could not use; the run failed on the environment "

@@ -37,7 +37,7 @@ from rootstep.model import (
 
 from ._budget import Meter
 from ._confidence import Effect, effect
-from ._propose import Diagnosis, same_text
+from ._propose import Diagnosis, failed_turn, same_text
 
 # ------------------------------------------------------------------------------------ replaying
 
@@ -413,10 +413,17 @@ class Attempt(Replayed):
     """Control replays of the step run at the same time as this fix's replay (`early_controls`); a later flip
     at the step may use them."""
 
+    later_turn: int | None = None
+    """A multi-turn run (`failed_turn`): the fixed replay failed, but at this later user turn; the turn the run
+    failed at passed. That is a flip of the run's first failure (`turned`): a run with independent errors in
+    several turns has no single step whose fix makes it succeed, and each turn's first error is decided before
+    the next turn begins."""
+
     @property
     def turned(self) -> bool:
-        """The replay succeeded with a fix that changed the agent's work (before the controls)."""
-        return self.replay.success_after is True and self.presentation_only is None
+        """The replay succeeded, or got past the user turn the run failed at (`later_turn`), with a fix that
+        changed the agent's work (before the controls)."""
+        return (self.replay.success_after is True or self.later_turn is not None) and self.presentation_only is None
 
     @property
     def success(self) -> bool:
@@ -441,8 +448,11 @@ class FixTrial:
 
     def __init__(self, trajectory: Trajectory, success_before: bool | None, task: Task | None, verify: Verify | None,
                  run_program: RunProgram | None, replay: ReplayFn, meter: Meter, controls: int = 1, repeats: int = 1,
-                 deterministic: Deterministic | None = None, early_controls: bool = False):
+                 deterministic: Deterministic | None = None, early_controls: bool = False,
+                 failed_at: int | None = None):
         self.trajectory, self.success_before = trajectory, success_before
+        self.failed_at = failed_at
+        """The user turn the run failed at (multi-turn runs): a replay that gets past it flips the failure."""
         self.task, self.verify, self.run_program = task, verify, run_program
         self.replay, self.meter = replay, meter
         self.controls, self.repeats, self.deterministic = controls, repeats, deterministic
@@ -467,20 +477,30 @@ class FixTrial:
         attempt = Attempt(diagnosis=diagnosis, replay=row, joint=list(joint),
                           edit=edit_size(original, diagnosis.fix, self.task, self.run_program),
                           beside=[r for r, _ in beside])
-        attempt.repeated = (row.success_after is False and result is not None
+        if row.success_after is False and self.passed_failed_turn(row, verdict):
+            attempt.later_turn = failed_turn(verdict)
+        attempt.repeated = (row.success_after is False and result is not None and attempt.later_turn is None
                             and same_text(result.final_answer or "", self.trajectory.final_answer or ""))
-        if row.success_after is False:
+        if row.success_after is False and attempt.later_turn is None:
             attempt.said = replay_said(result, verdict)
         if row.success_after is True and self.task is not None and self.verify is not None and not joint:
             attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify, self.run_program)
         if attempt.turned:
             ready = self.controls_by_step.pop(diagnosis.step, []) if not joint else []
             attempt.check = check_flip(
-                self.trajectory, intervention, lambda r, v: r.success_after, self.replay, self.meter, "counterfactual",
+                self.trajectory, intervention, self.passed_failed_turn, self.replay, self.meter, "counterfactual",
                 controls=self.controls, repeats=self.repeats, success_before=self.success_before,
                 deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step),
                 ready_controls=ready)
         return attempt, result
+
+    def passed_failed_turn(self, row: Replay, verdict: Verdict | None) -> bool | None:
+        """Whether a replay flipped the failure: it succeeded or, on a multi-turn run, failed only at a later user
+        turn than the run did (None: it decided nothing). A control that gets past the turn flips too."""
+        if row.success_after is None:
+            return None
+        later = failed_turn(verdict)
+        return row.success_after or (self.failed_at is not None and later is not None and later > self.failed_at)
 
     def needs_control(self, step: int) -> bool:
         """Whether a flip at `step` would need a control replayed that has not been run yet."""

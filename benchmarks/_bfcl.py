@@ -277,15 +277,11 @@ def bfcl_multi_turn(answer: str | None, task: Task, **_: Any) -> Verdict:
         turns = read_calls_answer(answer, len(gt))
     except ValueError as exc:
         return Verdict(success=False, details={"check": "answer", "error": str(exc)})
-    if len(turns) < len(gt):
-        return Verdict(success=False, details={
-            "check": "turns", "turn": len(turns), "error_type": "multi_turn:force_terminated",
-            "error": f"the run ended after {len(turns)} of {len(gt)} user turns"})
     entry = {"id": task.task_id, "initial_config": task.metadata.get("initial_config") or {},
              "involved_classes": task.metadata.get("involved_classes") or []}
     category = task.task_id.rsplit("_", 1)[0]
     result: dict[str, Any] = {"valid": True}
-    for turn in range(len(gt)):  # turn by turn: the checker's state errors do not say at which turn they arose
+    for turn in range(len(turns)):  # turn by turn: the checker's state errors do not say at which turn they arose
         try:
             result = _checked(turns[:turn + 1], gt[:turn + 1], entry, category)
         except Exception as exc:  # the checker itself failed: no verdict on the team
@@ -293,6 +289,10 @@ def bfcl_multi_turn(answer: str | None, task: Task, **_: Any) -> Verdict:
                                                    "suspect": f"BFCL's checker raised {type(exc).__name__}: {exc}"})
         if not result.get("valid"):
             break
+    if result.get("valid") and len(turns) < len(gt):  # the turns it reached passed: it failed where it stopped
+        return Verdict(success=False, details={
+            "check": "turns", "turn": len(turns), "error_type": "multi_turn:force_terminated",
+            "error": f"the run ended after {len(turns)} of {len(gt)} user turns"})
     if result.get("valid"):
         return Verdict(success=True, score=1.0, details={"check": "all turns"})
     message = str(result.get("error_message", ""))

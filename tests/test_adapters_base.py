@@ -138,9 +138,10 @@ def test_a_tool_use_task_runs_only_on_a_framework_with_a_tool_use_team():
     from rootstep.benchmarks import load_tasks
 
     bfcl = load_tasks("bfcl", limit=1)[0]
-    assert adapter_class("ag2").cannot_run(bfcl) is None and adapter_class("smolagents").cannot_run(bfcl) is None
-    assert adapter_class("metagpt").cannot_run(bfcl) == (
-        "the metagpt adapter has no tool-use team for bfcl tasks (adapters with one: ag2, smolagents)")
+    for name in ("ag2", "smolagents", "owl", "metagpt"):
+        assert adapter_class(name).cannot_run(bfcl) is None
+    assert adapter_class("aflow").cannot_run(bfcl) == (
+        "the aflow adapter has no tool-use team for bfcl tasks (adapters with one: ag2, metagpt, owl, smolagents)")
     with pytest.raises(ValueError, match="no tool-use team for bfcl tasks"):
         get_adapter("agentprune").run(bfcl, "scripted/x")
     assert adapter_class("ag2").cannot_run(add_task()) is None

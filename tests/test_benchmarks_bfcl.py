@@ -81,6 +81,11 @@ def test_a_turn_without_calls_and_a_run_that_stopped_early_fail_at_that_turn() -
     stopped = verify(task, one_step_per_turn(gt[:2]))
     assert not stopped.success and stopped.details["check"] == "turns" and stopped.details["turn"] == 2
     assert stopped.details["error_type"] == "multi_turn:force_terminated"
+    # a run that stopped early after a wrong turn failed at the wrong turn, not where it stopped (the turn is the
+    # failure horizon of its annotation and the turn a fix must get past)
+    wrong_then_stopped = verify(task, one_step_per_turn([gt[0], [call_string("pwd", {})]]))
+    assert (wrong_then_stopped.details["check"], wrong_then_stopped.details["turn"]) == ("response", 1), \
+        wrong_then_stopped.details
 
 
 def test_no_state_carries_from_one_check_to_the_next() -> None:

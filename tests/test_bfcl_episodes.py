@@ -1,5 +1,5 @@
 """BFCL multi-turn episodes for real in the frameworks' sandbox images: BFCL's own simulators behind AG2's function
-map and smolagents' `Tool`s, scripted agents through the in-process gateway, BFCL's own checker as Omega.
+map, smolagents' `Tool`s, camel's `FunctionTool`s (OWL) and MetaGPT's function-calling caller, scripted agents through the in-process gateway, BFCL's own checker as Omega.
 
 A caller that makes the ground-truth calls of each turn passes; one wrong argument fails at its turn; the run
 replays exactly; an intervention that corrects the call flips it; a call of an unknown function, or with
@@ -50,6 +50,50 @@ def caller_for(task: Task, per_turn: dict[int, list[dict[str, Any]]]) -> Any:
     return reply
 
 
+def wrong_first_turn(task: Task) -> list[dict[str, Any]]:
+    """The first turn's ground-truth calls with one wrong argument: not the directory the user asked for."""
+    calls = tool_calls(task, task.metadata["ground_truth_calls"][0])
+    calls[1] = {"name": "mkdir", "arguments": {"dir_name": "tmp"}}
+    return calls
+
+
+def clumsy_first_turn(task: Task) -> list[dict[str, Any]]:
+    """An unknown function and a call whose arguments do not fit, then the first turn's ground-truth calls."""
+    return [{"name": "rm_rf", "arguments": {"path": "/"}}, {"name": "mkdir", "arguments": {"folder": "temp"}},
+            *tool_calls(task, task.metadata["ground_truth_calls"][0])]
+
+
+def scripted_env(framework: str, tmp_path_factory, docker_sandbox, scripts: dict[str, Any]):
+    """`framework_env` with `scripts` (name -> reply function) registered with the gateway's scripted provider."""
+    from rootstep.gateway import register_script
+
+    for name, reply in scripts.items():
+        register_script(name, reply)
+    yield from framework_env(framework, tmp_path_factory, docker_sandbox)
+
+
+def assert_calls_are_tool_steps(t, task: Task, asker: str) -> None:
+    """Every ground-truth call ran, in order, as a `tool` step after the `asker` step of its turn that asked for it;
+    every LLM step is linked to the scripted call that produced it, no other step to any."""
+    gt = task.metadata["ground_truth_calls"]
+    tools = [s for s in t.steps if s.kind == "tool"]
+    assert [s.metadata["call"] for s in tools] == [c for turn in gt for c in _named(task, turn)]
+    for s in tools:
+        asking = t.steps[s.metadata["asked_by"]]
+        assert asking.agent == asker and asking.tool_calls and asking.index < s.index and s.metadata["executed"]
+        assert asking.metadata["turn"] == s.metadata["turn"]
+    for s in t.steps:
+        assert (len(s.call_ids) == 1) == (s.kind == "agent")
+    assert t.metadata["unlinked_calls"] == []
+
+
+def team_run(env, task: Task, first: str, role: str, script: str):
+    """`task` run by the scripted team: `first` for every agent but `role`, whose script is `script`."""
+    t = env["adapter"].run(task, f"scripted/{first}", agent_models={role: f"scripted/{script}"})
+    assert "error" not in t.metadata, t.metadata.get("traceback")
+    return t
+
+
 @pytest.fixture(scope="module")
 def task() -> Task:
     return load_tasks("bfcl", limit=1)[0]  # 4 turns over the file system: cd, mkdir, mv, grep, sort, diff
@@ -57,22 +101,14 @@ def task() -> Task:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox, task):
-    from rootstep.gateway import register_script
-
-    wrong = tool_calls(task, task.metadata["ground_truth_calls"][0])
-    wrong[1] = {"name": "mkdir", "arguments": {"dir_name": "tmp"}}  # not the directory the user asked for
-    register_script("bfcl-planner", lambda m, p: PLAN)
-    register_script("bfcl-caller-right", caller_for(task, {}))
-    register_script("bfcl-caller-wrong", caller_for(task, {0: wrong}))
-    register_script("bfcl-caller-clumsy", caller_for(task, {0: [
-        {"name": "rm_rf", "arguments": {"path": "/"}}, {"name": "mkdir", "arguments": {"folder": "temp"}}, *tool_calls(task, task.metadata["ground_truth_calls"][0])]}))
-    yield from framework_env("ag2", tmp_path_factory, docker_sandbox)
+    yield from scripted_env("ag2", tmp_path_factory, docker_sandbox, {
+        "bfcl-planner": lambda m, p: PLAN, "bfcl-caller-right": caller_for(task, {}),
+        "bfcl-caller-wrong": caller_for(task, {0: wrong_first_turn(task)}),
+        "bfcl-caller-clumsy": caller_for(task, {0: clumsy_first_turn(task)})})
 
 
 def run(env, task: Task, caller: str):
-    t = env["adapter"].run(task, "scripted/bfcl-planner", agent_models={"caller": f"scripted/{caller}"})
-    assert "error" not in t.metadata, t.metadata.get("traceback")
-    return t
+    return team_run(env, task, "bfcl-planner", "caller", caller)
 
 
 @pytest.fixture(scope="module")
@@ -201,18 +237,13 @@ def smol_caller(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
 def smol_env(tmp_path_factory, docker_sandbox, task):
     from rootstep.gateway import register_script
 
-    wrong = tool_calls(task, task.metadata["ground_truth_calls"][0])
-    wrong[1] = {"name": "mkdir", "arguments": {"dir_name": "tmp"}}
-    register_script("bfcl-smol-manager", smol_manager(task))
-    register_script("bfcl-smol-caller-right", smol_caller(task, {}))
-    register_script("bfcl-smol-caller-wrong", smol_caller(task, {0: wrong}))
-    yield from framework_env("smolagents", tmp_path_factory, docker_sandbox)
+    yield from scripted_env("smolagents", tmp_path_factory, docker_sandbox, {
+        "bfcl-smol-manager": smol_manager(task), "bfcl-smol-caller-right": smol_caller(task, {}),
+        "bfcl-smol-caller-wrong": smol_caller(task, {0: wrong_first_turn(task)})})
 
 
 def smol_run(env, task: Task, caller: str):
-    t = env["adapter"].run(task, "scripted/bfcl-smol-manager", agent_models={"caller": f"scripted/{caller}"})
-    assert "error" not in t.metadata, t.metadata.get("traceback")
-    return t
+    return team_run(env, task, "bfcl-smol-manager", "caller", caller)
 
 
 def test_smolagents_team_that_makes_the_ground_truth_calls_passes(smol_env, task):
@@ -234,3 +265,124 @@ def test_smolagents_wrong_argument_fails_at_its_turn_and_replays_exactly(smol_en
     failed = smol_run(smol_env, task, "bfcl-smol-caller-wrong")
     assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
     assert_exact_replay(smol_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
+
+
+# ------------------------------------------------------------------------------------ OWL (camel role-playing)
+
+
+def owl_instructor(task: Task):
+    """A scripted OWL instructor: each new user request handed on as one instruction; TASK_DONE once the
+    assistant has reported its round."""
+    turns = task.metadata["turns"]
+
+    def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        last = _content(messages[-1])
+        if "Function calls made" in last or "No function was called" in last:
+            return "TASK_DONE"
+        return "Do this: " + next(t for t in turns if t in last)
+
+    return reply
+
+
+def owl_assistant(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
+    """A scripted OWL assistant: the instructed turn's calls in one response; once their results are back, a line."""
+    turns = task.metadata["turns"]
+
+    def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        at = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        if any(m.get("role") == "tool" for m in messages[at:]):
+            return "Done: the functions ran."
+        turn = next(i for i, t in enumerate(turns) if t in _content(messages[at]))
+        calls = per_turn.get(turn, tool_calls(task, task.metadata["ground_truth_calls"][turn]))
+        return {"content": None, "tool_calls": calls} if calls else "Nothing to call."
+
+    return reply
+
+
+@pytest.fixture(scope="module")
+def owl_env(tmp_path_factory, docker_sandbox, task):
+    yield from scripted_env("owl", tmp_path_factory, docker_sandbox, {
+        "bfcl-owl-instructor": owl_instructor(task), "bfcl-owl-assistant-right": owl_assistant(task, {}),
+        "bfcl-owl-assistant-wrong": owl_assistant(task, {0: wrong_first_turn(task)}),
+        "bfcl-owl-assistant-clumsy": owl_assistant(task, {0: clumsy_first_turn(task)})})
+
+
+def owl_run(env, task: Task, assistant: str):
+    return team_run(env, task, "bfcl-owl-instructor", "assistant", assistant)
+
+
+def test_owl_pair_that_makes_the_ground_truth_calls_passes_with_every_call_a_tool_step(owl_env, task):
+    t = owl_run(owl_env, task, "bfcl-owl-assistant-right")
+    assert t.verdict.success, t.verdict.details
+    gt = task.metadata["ground_truth_calls"]
+    humans = [s for s in t.steps if s.kind == "human"]
+    assert [(s.agent, s.metadata["turn"]) for s in humans] == [("user", turn) for turn in range(len(gt))]
+    # per turn: the request, the instruction, the assistant's calls, a tool step per call, its line, TASK_DONE
+    per_turn = [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0]
+    assert per_turn == [("user", "human"), ("instructor", "agent"), ("assistant", "agent"),
+                        *[("tools", "tool")] * len(gt[0]), ("assistant", "agent"), ("instructor", "agent")]
+    assert_calls_are_tool_steps(t, task, "assistant")
+    assert all(c["type"] == "function" for s in t.steps for c in s.tool_calls if s.kind == "agent")  # as given
+    assert t.final_answer == calls_answer_of(task, gt)
+
+
+def calls_answer_of(task: Task, gt: list[list[str]]) -> str:
+    from rootstep.benchmarks._bfcl import calls_answer
+
+    return calls_answer([[_named(task, turn)] for turn in gt])
+
+
+def test_owl_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(owl_env, task):
+    failed = owl_run(owl_env, task, "bfcl-owl-assistant-wrong")
+    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
+    assert_exact_replay(owl_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
+    step = next(s for s in failed.steps if s.agent == "assistant" and s.tool_calls)
+    right = tool_calls(task, task.metadata["ground_truth_calls"][0])
+    fixed = owl_env["adapter"].replay(failed, Intervention(run_id=failed.id, step=step.index, new_content="",
+                                                           tool_calls=right))
+    assert fixed.verdict.success, fixed.verdict.details
+
+
+def test_owl_unknown_functions_and_unfit_arguments_are_refused_and_not_run(owl_env, task):
+    t = owl_run(owl_env, task, "bfcl-owl-assistant-clumsy")
+    refused = [s for s in t.steps if s.kind == "tool" and not s.metadata["executed"]]
+    assert [s.tool_calls[0]["name"] for s in refused] == ["rm_rf", "mkdir"]
+    assert "rm_rf" in refused[0].content and "not found" in refused[0].content
+    assert "bad arguments for mkdir: missing a required argument: 'dir_name'" in refused[1].content
+    assert t.verdict.success, t.verdict.details
+
+
+# ------------------------------------------------------------------------------------ MetaGPT
+
+
+@pytest.fixture(scope="module")
+def metagpt_env(tmp_path_factory, docker_sandbox, task):
+    yield from scripted_env("metagpt", tmp_path_factory, docker_sandbox, {
+        "bfcl-mg-planner": lambda m, p: PLAN, "bfcl-mg-caller-right": caller_for(task, {}),
+        "bfcl-mg-caller-wrong": caller_for(task, {0: wrong_first_turn(task)})})
+
+
+def metagpt_run(env, task: Task, caller: str):
+    return team_run(env, task, "bfcl-mg-planner", "caller", caller)
+
+
+def test_metagpt_team_that_makes_the_ground_truth_calls_passes_with_every_call_a_tool_step(metagpt_env, task):
+    t = metagpt_run(metagpt_env, task, "bfcl-mg-caller-right")
+    assert t.verdict.success, t.verdict.details
+    gt = task.metadata["ground_truth_calls"]
+    assert [(s.agent, s.metadata["turn"]) for s in t.steps if s.kind == "human"] == [("user", n) for n in range(len(gt))]
+    # per turn: the request, the plan, the caller's calls, one tool step per call, the caller's closing line
+    per_turn = [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0]
+    assert per_turn == [("user", "human"), ("planner", "agent"), ("caller", "agent"),
+                        *[("executor", "tool")] * len(gt[0]), ("caller", "agent")]
+    assert_calls_are_tool_steps(t, task, "caller")
+
+
+def test_metagpt_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(metagpt_env, task):
+    failed = metagpt_run(metagpt_env, task, "bfcl-mg-caller-wrong")
+    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
+    assert_exact_replay(metagpt_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
+    step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
+    fixed = metagpt_env["adapter"].replay(failed, Intervention(
+        run_id=failed.id, step=step.index, new_content="", tool_calls=tool_calls(task, task.metadata["ground_truth_calls"][0])))
+    assert fixed.verdict.success, fixed.verdict.details

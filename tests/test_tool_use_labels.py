@@ -81,6 +81,7 @@ def test_the_1_5bs_proposal_after_the_failing_turn_is_refused_and_the_missing_ca
     assert "step 12 is in user turn 3, after the turn at which the run failed" in prompts[1]
     assert "makes a call the step should have made" in prompts[0] and "suggested_tool_calls" in prompts[0]
     assert "[] removes them.\nA fix must change" in prompts[0]  # the paragraph ends its line
+    assert "it failed at user turn 1 (0-based), whose last step is step 7." in prompts[0]
     assert sorted((i.step, i.kind) for i in replays) == [(7, "control"), (7, "fix")]  # nothing after turn 1 replayed
     assert next(i for i in replays if i.kind == "fix").tool_calls == [CALL]
     asked = [int(m.group(1)) for p in prompts if (m := re.search(r"STEP UNDER EXAMINATION: step (\d+)", p))]
@@ -108,3 +109,70 @@ def test_the_1_5bs_calls_written_in_suggested_fix_are_read_as_calls_and_a_repeat
     assert plain_tool_calls({"name": "caller"}) is None and plain_tool_calls({"code": "print(1)"}) is None
     assert plain_tool_calls([{"function": {"name": "ls", "arguments": "{\"a\": true}"}}]) == [
         {"name": "ls", "arguments": {"a": True}}]
+
+
+def later_failure(run: Trajectory, replays: list[Intervention], *, fix_turn: int, control_turn: int):
+    """The team after an intervention when the run has further, independent errors: the right call at step 7 gets
+    it past turn 1, and the 1.5B caller's later mistakes fail it at `fix_turn`; a control fails at `control_turn`."""
+
+    def fn(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replays.append(intervention)
+        fixed = intervention.step == 7 and CALL["name"] in json.dumps(intervention.tool_calls or [])
+        turn = fix_turn if fixed else control_turn if intervention.kind == "control" else 1
+        verdict = Verdict(success=False, details={"check": "state", "turn": turn})
+        return (run.model_copy(update={"verdict": verdict, "parent_run_id": run.id}), verdict,
+                ReplayOutcome(cost=Usage(llm_calls=3, replayed_calls=4)))
+
+    return fn
+
+
+def step_7_analyzer(name: str) -> Chat:
+    fix = json.dumps({"mistake_step": 7, "mistake_agent": "caller", "reason": "it said it removed NVDA but made no call",
+                      "suggested_fix": "", "suggested_tool_calls": [CALL]})
+
+    def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        if "STEP UNDER EXAMINATION" in messages[-1]["content"]:
+            return json.dumps({"fix_needed": False, "reason": "this step is right"})
+        return fix
+
+    register_script(name, analyzer)
+    return Chat(f"scripted/{name}")
+
+
+def test_a_fix_that_gets_a_multi_turn_run_past_its_failing_turn_labels_the_first_failure():
+    """Seen with a capable analyzer on base_118 (bench/RESULTS.md): the right call at step 7 got the replay past
+    turn 1, and the 1.5B caller failed a later turn on another error. No single fix makes such a run succeed; the
+    first failure's decisive error is the label, when the control still fails at the turn (and is kept as such)."""
+    run = real_run()
+    replays: list[Intervention] = []
+    result = find_decisive_step(run, analyzer=step_7_analyzer("bfcl-turn-flip"),
+                                replay=later_failure(run, replays, fix_turn=3, control_turn=1), budget=Budget())
+    a = result.annotation
+    assert (a.status, a.verified, a.agent, a.step, a.earliest, a.fixed_turn) == (
+        "labelled", True, "caller", 7, "established", 1)
+    assert a.flip_check.flips == 1 and a.flip_check.control_flips == 0 and a.flip_check.control_trials == 1
+    assert any("got the run past user turn 1, where it failed; the replay failed later, at turn 3" in n
+               for n in a.evidence.notes), a.evidence.notes
+    assert any(n.startswith("step 7 (caller") and "got past turn 1, failed at turn 3" in n for n in a.evidence.notes)
+    assert result.attempts[0].said is None and not result.attempts[0].repeated
+
+
+def test_a_control_that_gets_past_the_failing_turn_too_makes_the_turn_flip_a_re_roll():
+    run = real_run()
+    replays: list[Intervention] = []
+    result = find_decisive_step(run, analyzer=step_7_analyzer("bfcl-turn-reroll"),
+                                replay=later_failure(run, replays, fix_turn=3, control_turn=2), budget=Budget())
+    a = result.annotation
+    assert (a.status, a.verified, a.step, a.fixed_turn) == ("not_causal", False, 7, None)
+    assert "re-roll" in a.evidence.reason
+
+
+def test_a_fix_whose_replay_fails_at_the_same_turn_or_earlier_flips_nothing():
+    run = real_run()
+    for turn in (1, 0):
+        replays: list[Intervention] = []
+        result = find_decisive_step(run, analyzer=step_7_analyzer(f"bfcl-no-flip-{turn}"),
+                                    replay=later_failure(run, replays, fix_turn=turn, control_turn=1), budget=Budget())
+        assert result.annotation.status == "unresolved" and result.annotation.fixed_turn is None
+        assert result.attempts and all(x.later_turn is None and not x.turned for x in result.attempts)
+        assert result.attempts[0].said is not None  # a failed fix is shown to the analyzer with what it ended with

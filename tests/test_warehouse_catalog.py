@@ -278,11 +278,16 @@ def test_label_positions_give_the_distribution_and_the_labels_off_the_first_agen
         runs.append(run)
     warehouse.write_trajectories(runs)
     for run, step in zip(runs, (1, 4, 6, 9)):
-        warehouse.write_annotations([label(run, step)])
+        found = label(run, step)
+        if step == 6:  # a multi-turn label whose fix got the run past its failing turn, not to a success
+            found = found.model_copy(update={"fixed_turn": 2})
+        warehouse.write_annotations([found])
     warehouse.write_annotations([label(runs[4], 4, method="fault_injection")])
+    assert warehouse.rows("SELECT step, fixed_turn FROM labels WHERE fixed_turn IS NOT NULL") == [
+        {"step": 6, "fixed_turn": 2}]
     rows = {r["method"]: r for r in warehouse.rows("SELECT * FROM label_positions")}
     cf = rows["counterfactual"]
-    assert (cf["framework"], cf["benchmark"], cf["labels"]) == ("ag2", "gsm8k", 4)
+    assert (cf["framework"], cf["benchmark"], cf["labels"], cf["first_failure_labels"]) == ("ag2", "gsm8k", 4, 1)
     assert (cf["median_step"], cf["min_step"], cf["max_step"], cf["median_run_steps"]) == (5, 1, 9, 10)
     assert cf["median_position"] == round(5 / 9, 2) and cf["mean_position"] == round(20 / 36, 2)
     assert (cf["not_on_first_agent_step"], cf["on_last_agent_step"]) == (3, 1)

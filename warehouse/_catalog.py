@@ -371,7 +371,7 @@ WITH agent_steps AS (
   GROUP BY run_id
 ), placed AS (
   SELECT l.framework, l.benchmark, l.method, l.step, r.n_steps, l.step / greatest(r.n_steps - 1, 1) AS share,
-         l.step = a.first_agent_step AS on_first, l.step = a.last_agent_step AS on_last
+         l.step = a.first_agent_step AS on_first, l.step = a.last_agent_step AS on_last, l.fixed_turn
   FROM labels l JOIN runs r ON r.id = l.run_id LEFT JOIN agent_steps a ON a.run_id = l.run_id
   WHERE l.method IN ('counterfactual', 'fault_injection')
 )
@@ -380,11 +380,13 @@ SELECT framework, benchmark, method, count(*) AS labels,
        round(median(share), 2) AS median_position, round(avg(share), 2) AS mean_position,
        round(median(n_steps), 1) AS median_run_steps,
        count(*) FILTER (WHERE NOT coalesce(on_first, false)) AS not_on_first_agent_step,
-       count(*) FILTER (WHERE on_last) AS on_last_agent_step
+       count(*) FILTER (WHERE on_last) AS on_last_agent_step,
+       count(*) FILTER (WHERE fixed_turn IS NOT NULL) AS first_failure_labels
 FROM placed GROUP BY ALL ORDER BY framework, benchmark, method"""
 """Where verified labels sit, per framework x benchmark x method: the step (median, range), the step as a share of
 the run (0 first, 1 last), the runs' length, and how many labels are not on the run's first agent step, or are on
-its last one (a corpus of first- or last-step labels teaches a tracer to blame that step)."""
+its last one (a corpus of first- or last-step labels teaches a tracer to blame that step); `first_failure_labels`:
+multi-turn labels whose fix got the run past the turn it failed at, not to a success (`fixed_turn`)."""
 
 _SEARCH_CUTS = """CREATE OR REPLACE VIEW search_cuts AS
 WITH s AS (

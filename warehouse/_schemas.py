@@ -128,6 +128,7 @@ LABEL_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("edit", EDIT),
     ("earliest", pa.string()),
     ("answer_leaks", pa.int64()),
+    ("fixed_turn", pa.int64()),
     ("search_stats", SEARCH_STATS),
     ("recheck_of", pa.string()),
     ("recheck_agrees", pa.bool_()),

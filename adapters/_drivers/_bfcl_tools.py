@@ -149,3 +149,33 @@ def openai_tools(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         tools.append({"type": "function", "function": {"name": doc["name"], "description": doc.get("description", ""),
                                                        "parameters": parameters}})
     return tools
+
+
+TOOL_STEP_BASE = 1_000_000
+"""A tool step's provisional index: `TOOL_STEP_BASE + asking index * 100 + j` (the j-th call of that step), so that
+`in_order` places it right after the agent step that asked for it."""
+
+
+def tool_step(agent: str, asked_index: int, j: int, turn: int, result: str, name: Any, arguments: Any,
+              record: dict[str, Any] | None) -> dict[str, Any]:
+    """The `tool` step of one call an agent step asked for: what the agent was told, the call as asked, and whether
+    the tool server ran it (`record`, None when it was refused) with its call string."""
+    return {"index": TOOL_STEP_BASE + asked_index * 100 + j, "agent": agent, "kind": "tool", "role": "tool",
+            "content": result, "tool_calls": [{"name": name, "arguments": arguments}],
+            "metadata": {"turn": turn, "asked_by_index": asked_index, "executed": record is not None,
+                         "call": None if record is None else record["call"]}}
+
+
+def in_order(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Steps by their start (a step's index is fixed when its model call starts), each tool step right after the
+    agent step that asked for it; `metadata.asked_by_index` becomes `asked_by`, the asking step's position."""
+    ordered = sorted(steps, key=lambda s: (s["metadata"]["asked_by_index"], 1, s["index"]) if s["kind"] == "tool"
+                     else (s["index"], 0, 0))
+    position = {s["index"]: i for i, s in enumerate(ordered)}
+    out = []
+    for s in ordered:
+        meta = dict(s.get("metadata") or {})
+        if "asked_by_index" in meta:
+            meta["asked_by"] = position.get(meta.pop("asked_by_index"))
+        out.append({**s, "metadata": meta})
+    return out

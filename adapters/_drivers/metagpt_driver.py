@@ -161,5 +161,177 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
     return result()
 
 
+def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
+    """One BFCL episode as a MetaGPT Team: every user turn is the Team's idea (`team.run(idea=...)`, the roles keep
+    their memory); `planner` (PlanCalls) says which calls, `caller` (CallFunctions: MetaGPT's OpenAI client and request
+    builder, as its `_achat_completion_function`, with the offered functions as tools) calls them, `executor`
+    (RunCalls, no LLM) runs them on the tool server and publishes their results, which the caller reads before it
+    calls again or answers in text; a text answer without calls ends the turn (the executor does not watch it)."""
+    import json
+
+    _write_config(episode)
+    os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+    import metagpt
+    from metagpt.actions import Action, UserRequirement
+    from metagpt.configs.llm_config import LLMConfig
+    from metagpt.environment import Environment
+    from metagpt.llm import LLM
+    from metagpt.roles import Role
+    from metagpt.schema import Message
+    from metagpt.team import Team
+
+    import _bfcl_tools
+
+    cfg = episode["config"]
+    prompts = cfg["prompts"]
+    turns: list[str] = episode["task"]["metadata"]["turns"]
+    server = _bfcl_tools.ToolServer(episode["task"])
+    published: list[Any] = []
+    asked: dict[str, list[dict[str, Any]]] = {}
+    """A caller message's id -> its tool calls, in the OpenAI form."""
+    ran: dict[str, list[dict[str, Any]]] = {}
+    """An executor message's id -> its tool steps."""
+    history: list[dict[str, Any]] = []
+    """The caller's conversation over all turns: each turn's request and plan, its calls and their results."""
+    state: dict[str, Any] = {"turn": 0}
+    told_plans: set[str] = set()
+    original_publish = Environment.publish_message
+
+    def publish_message(self, message, peekable: bool = True):
+        published.append(message)
+        return original_publish(self, message, peekable)
+
+    def steps_of(message: Any) -> int:
+        return len(ran[message.id]) if message.id in ran else 1
+
+    def position(message: Any | None = None) -> int:
+        """The step index of `message` (None: of the next message published)."""
+        count = 0
+        for m in published:
+            if m is message:
+                return count
+            count += steps_of(m)
+        return count
+
+    Environment.publish_message = publish_message
+    _episode.current_step = position
+
+    def llm_for(agent: str):
+        return LLM(llm_config=LLMConfig(
+            api_type="openai", base_url=_episode.agent_base_url(episode, agent), api_key="unused",
+            model=cfg.get("model_alias", "gpt-4o"), stream=False, calc_usage=False,
+            temperature=cfg.get("temperature", 0), timeout=cfg.get("llm_timeout_s", 600),
+        ))
+
+    def results_so_far(limit: int = 12) -> str:
+        made = [f"- {r['call']} -> {r['result'][:300]}" for r in server.calls[-limit:]]
+        return "\n".join(made) or "(no function called yet)"
+
+    class PlanCalls(Action):
+        name: str = "PlanCalls"
+
+        async def run(self, messages):
+            prompt = (prompts["planner"].replace("{request}", turns[state["turn"]])
+                      .replace("{results}", results_so_far()))
+            return await self._aask(prompt)
+
+    class CallFunctions(Action):
+        name: str = "CallFunctions"
+
+        async def run(self, messages):
+            plan = next((m for m in reversed(messages) if m.cause_by.endswith("PlanCalls")), None)
+            if plan is not None and plan.id not in told_plans:  # the turn's plan, once, after its request
+                told_plans.add(plan.id)
+                history.append({"role": "user", "content": prompts["plan"].replace("{plan}", plan.content)})
+            # MetaGPT's function-calling completion (`_achat_completion_function`) without its `format_msg`, which
+            # admits only {role, content} messages: not a tool call or its result
+            llm = self.llm
+            rsp = await llm.aclient.chat.completions.create(**llm._cons_kwargs(
+                [{"role": "system", "content": prompts["caller"]}, *history], timeout=llm.get_timeout(None),
+                tools=_bfcl_tools.openai_tools(server.offered), tool_choice="auto"))
+            message = rsp.choices[0].message
+            calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name,
+                                                                  "arguments": c.function.arguments}}
+                     for c in message.tool_calls or []]
+            history.append({"role": "assistant", "content": message.content or "", **({"tool_calls": calls} if calls else {})})
+            out = Message(content=message.content or "", role="Caller", cause_by=CallFunctions, sent_from="caller")
+            if calls:
+                asked[out.id] = calls
+            return out
+
+    class RunCalls(Action):
+        name: str = "RunCalls"
+
+        async def run(self, messages):
+            request = next(m for m in reversed(messages) if m.id in asked)
+            asker, steps, told_all = position(request), [], []
+            for call in asked[request.id]:
+                name, raw = call["function"]["name"], call["function"]["arguments"]
+                try:
+                    arguments = json.loads(raw or "{}")
+                except json.JSONDecodeError:
+                    arguments = raw
+                told, record = server.call(name, arguments, asker)
+                steps.append({"agent": "executor", "kind": "tool", "role": "tool", "content": told,
+                              "tool_calls": [{"name": name, "arguments": arguments}],
+                              "metadata": {"turn": state["turn"], "asked_by": asker, "executed": record is not None,
+                                           "call": None if record is None else record["call"]}})
+                history.append({"role": "tool", "tool_call_id": call["id"], "content": told})
+                told_all.append(f"[{name}] {told}")
+            out = Message(content="\n".join(told_all), role="Executor", cause_by=RunCalls, sent_from="executor")
+            ran[out.id] = steps
+            return out
+
+    def make_role(name: str, profile: str, action: type, watch: list[type], llm: bool = True) -> Role:
+        role = Role(name=name, profile=profile)
+        if llm:
+            role.llm = llm_for(name)
+        role.set_actions([action])
+        role._watch(watch)
+        return role
+
+    executor = make_role("executor", "Executor", RunCalls, [CallFunctions], llm=False)
+    original_observe = executor._observe
+
+    async def observe_calls_only(ignore_memory=False):
+        await original_observe(ignore_memory)
+        executor.rc.news = [m for m in executor.rc.news if m.id in asked]  # a text answer ends the turn
+        return len(executor.rc.news)
+
+    object.__setattr__(executor, "_observe", observe_calls_only)
+    team = Team()
+    team.hire([make_role("planner", "Planner", PlanCalls, [UserRequirement]),
+               make_role("caller", "Caller", CallFunctions, [PlanCalls, RunCalls]), executor])
+    team.invest(cfg.get("investment", 1000.0))
+
+    def collected() -> dict[str, Any]:
+        steps: list[dict[str, Any]] = []
+        turn = -1
+        for message in published:
+            if message.cause_by.endswith("UserRequirement"):
+                turn += 1
+                steps.append({"agent": "user", "kind": "human", "role": "user", "content": message.content,
+                              "metadata": {"turn": turn, "cause_by": message.cause_by}})
+            elif message.id in ran:
+                steps.extend(ran[message.id])
+            else:
+                agent = {"Planner": "planner", "Caller": "caller"}.get(message.role, message.role)
+                steps.append({"agent": agent, "kind": "agent", "role": message.role, "content": message.content,
+                              "tool_calls": asked.get(message.id, []),
+                              "metadata": {"turn": turn, "cause_by": message.cause_by}})
+        final = next((s["content"] for s in reversed(steps) if s["agent"] == "caller" and s["content"]), None)
+        return {"steps": steps, "final_answer": final,
+                "framework_version": getattr(metagpt, "__version__", "0.8.2")}
+
+    async def all_turns() -> None:
+        for turn, text in enumerate(turns):
+            state["turn"] = turn
+            server.start_turn(turn)  # miss_func: a held-back function is offered from its turn on
+            history.append({"role": "user", "content": text})
+            await team.run(n_round=cfg.get("n_round_per_turn", 12), idea=text, auto_archive=False)
+
+    return _episode.kept_steps(lambda: asyncio.run(all_turns()), collected)
+
+
 if __name__ == "__main__":
-    _episode.main(run)
+    _episode.main(lambda episode: run_tools(episode) if episode["config"].get("tools") else run(episode))

@@ -47,12 +47,24 @@ import _episode
 class Recorder:
     """The steps of the episode: one per LLM call, indexed when the call starts."""
 
-    def __init__(self, task_prompt: str):
-        self.steps: list[dict[str, Any]] = [{"index": 0, "agent": "user", "kind": "human", "content": task_prompt}]
-        self.next = 1
+    def __init__(self, task_prompt: str | None, openai_calls: bool = False):
+        self.steps: list[dict[str, Any]] = []
+        self.next = 0
+        if task_prompt is not None:
+            self.human(task_prompt)
+        self.openai_calls = openai_calls
+        """Keep a step's tool calls in the OpenAI form (BFCL: an intervention restates them as the model gave them)."""
         self.active: int | None = None
         self.action: dict[str, Any] = {"action": "other"}
         self.by_tool_call: dict[str, dict[str, Any]] = {}
+
+    def human(self, content: str, metadata: dict[str, Any] | None = None) -> None:
+        """A user's message (the task; a BFCL user turn) as a `human` step."""
+        step = {"index": self.next, "agent": "user", "kind": "human", "content": content}
+        if metadata is not None:
+            step.update(role="user", metadata=metadata)
+        self.steps.append(step)
+        self.next += 1
 
     def begin(self) -> int:
         index, self.next = self.next, self.next + 1
@@ -74,7 +86,9 @@ class Recorder:
                 arguments: Any = json.loads(function.arguments or "{}")
             except json.JSONDecodeError:
                 arguments = function.arguments
-            tool_calls.append({"id": call.id, "name": function.name, "arguments": arguments})
+            tool_calls.append({"id": call.id, "type": "function",
+                               "function": {"name": function.name, "arguments": function.arguments}}
+                              if self.openai_calls else {"id": call.id, "name": function.name, "arguments": arguments})
         step = {
             "index": index,
             "agent": agent,
@@ -137,30 +151,11 @@ class Gate:
             self.open = False
 
 
-def run(episode: dict[str, Any]) -> dict[str, Any]:
-    import camel
-    from camel.agents import ChatAgent
-    from camel.interpreters import SubprocessInterpreter
-    from camel.models import ModelFactory
-    from camel.societies.workforce import SingleAgentWorker, Workforce
-    from camel.societies.workforce import workforce as workforce_module
-    from camel.societies.workforce.structured_output_handler import StructuredOutputHandler
-    from camel.societies.workforce.workforce_callback import WorkforceCallback
-    from camel.tasks import Task
-    from camel.toolkits import CodeExecutionToolkit
-    from camel.types import ModelPlatformType
+def char_token_counter() -> Any:
+    """About four characters a token; camel's default counter (tiktoken) would download its tables."""
     from camel.utils import BaseTokenCounter
 
-    cfg = episode["config"]
-    prompts = cfg["prompts"]
-    token_limit = int(cfg.get("token_limit", 1_000_000))
-    recorder = Recorder(episode["task"]["prompt"])
-    gate = Gate()
-    _episode.current_step = lambda: recorder.active
-
     class CharTokenCounter(BaseTokenCounter):
-        """About four characters a token; camel's default (tiktoken) would download its tables."""
-
         def count_tokens_from_messages(self, messages):
             return sum(3 + len(json.dumps(m, default=str, ensure_ascii=False)) // 4 for m in messages)
 
@@ -170,42 +165,68 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
         def decode(self, token_ids):
             return bytes(token_ids).decode("utf-8", errors="replace")
 
-    def gateway_model(agent: str):
-        """camel's OpenAI-compatible backend for `agent`; each call is recorded as one step."""
-        model = ModelFactory.create(
-            model_platform=ModelPlatformType.OPENAI_COMPATIBLE_MODEL,
-            model_type=cfg.get("model_alias", "rootstep"),
-            url=_episode.agent_base_url(episode, agent),
-            api_key="unused-the-gateway-holds-the-key",
-            model_config_dict={"temperature": cfg.get("temperature", 0)},
-            token_counter=CharTokenCounter(),
-            timeout=cfg.get("llm_timeout_s", 600),
-            max_retries=0,
-        )
-        sync_run, async_run = model._run, model._arun
+    return CharTokenCounter()
 
-        def _run(messages, response_format=None, tools=None):
-            index, started = recorder.begin(), time.time()
-            try:
-                completion = sync_run(messages, response_format, tools)
-            except BaseException:
-                recorder.failed()
-                raise
-            recorder.end(index, agent, completion, started)
-            return completion
 
-        async def _arun(messages, response_format=None, tools=None):
-            index, started = recorder.begin(), time.time()
-            try:
-                completion = await async_run(messages, response_format, tools)
-            except BaseException:
-                recorder.failed()
-                raise
-            recorder.end(index, agent, completion, started)
-            return completion
+def gateway_model(episode: dict[str, Any], recorder: Recorder, agent: str) -> Any:
+    """camel's OpenAI-compatible backend for `agent`, pointed at the gateway; each call is recorded as one step."""
+    from camel.models import ModelFactory
+    from camel.types import ModelPlatformType
 
-        model._run, model._arun = _run, _arun
-        return model
+    cfg = episode["config"]
+    model = ModelFactory.create(
+        model_platform=ModelPlatformType.OPENAI_COMPATIBLE_MODEL,
+        model_type=cfg.get("model_alias", "rootstep"),
+        url=_episode.agent_base_url(episode, agent),
+        api_key="unused-the-gateway-holds-the-key",
+        model_config_dict={"temperature": cfg.get("temperature", 0)},
+        token_counter=char_token_counter(),
+        timeout=cfg.get("llm_timeout_s", 600),
+        max_retries=0,
+    )
+    sync_run, async_run = model._run, model._arun
+
+    def _run(messages, response_format=None, tools=None):
+        index, started = recorder.begin(), time.time()
+        try:
+            completion = sync_run(messages, response_format, tools)
+        except BaseException:
+            recorder.failed()
+            raise
+        recorder.end(index, agent, completion, started)
+        return completion
+
+    async def _arun(messages, response_format=None, tools=None):
+        index, started = recorder.begin(), time.time()
+        try:
+            completion = await async_run(messages, response_format, tools)
+        except BaseException:
+            recorder.failed()
+            raise
+        recorder.end(index, agent, completion, started)
+        return completion
+
+    model._run, model._arun = _run, _arun
+    return model
+
+
+def run(episode: dict[str, Any]) -> dict[str, Any]:
+    import camel
+    from camel.agents import ChatAgent
+    from camel.interpreters import SubprocessInterpreter
+    from camel.societies.workforce import SingleAgentWorker, Workforce
+    from camel.societies.workforce import workforce as workforce_module
+    from camel.societies.workforce.structured_output_handler import StructuredOutputHandler
+    from camel.societies.workforce.workforce_callback import WorkforceCallback
+    from camel.tasks import Task
+    from camel.toolkits import CodeExecutionToolkit
+
+    cfg = episode["config"]
+    prompts = cfg["prompts"]
+    token_limit = int(cfg.get("token_limit", 1_000_000))
+    recorder = Recorder(episode["task"]["prompt"])
+    gate = Gate()
+    _episode.current_step = lambda: recorder.active
 
     # -- tool results become observations; clones keep the agent's id and no summarisation
     sync_tool, async_tool, clone = ChatAgent._execute_tool, ChatAgent._aexecute_tool, ChatAgent.clone
@@ -356,7 +377,7 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
     def agent(name: str, system: str | None = None, tools: list | None = None) -> ChatAgent:
         return ChatAgent(
             system_message=system,
-            model=gateway_model(name),
+            model=gateway_model(episode, recorder, name),
             tools=tools,
             agent_id=name,
             token_limit=token_limit,
@@ -412,5 +433,92 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
     return result(done.result)
 
 
+def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
+    """One BFCL episode as OWL's role-playing pair: an `instructor` (OWL's user role) turns each user turn into
+    instructions one at a time and says TASK_DONE when the turn is done; the `assistant` (a `ChatAgent` with the
+    offered functions as camel `FunctionTool`s) carries each out, calling functions in camel's tool loop. Both keep
+    their memory across turns. The pair is driven as camel's `RolePlaying.step` drives it (instructor, then
+    assistant), except that an instructor's TASK_DONE ends the turn before the assistant answers it."""
+    import camel
+    from camel.agents import ChatAgent
+    from camel.messages import BaseMessage
+    from camel.toolkits import FunctionTool
+
+    import _bfcl_tools
+
+    cfg = episode["config"]
+    prompts = cfg["prompts"]
+    server = _bfcl_tools.ToolServer(episode["task"])
+    recorder = Recorder(None, openai_calls=True)
+    _episode.current_step = lambda: recorder.active
+    state: dict[str, Any] = {"asked_by": None, "turn": 0}
+    tool_steps: list[dict[str, Any]] = []
+    asked_calls: collections.Counter[int] = collections.Counter()
+
+    def make_tool(doc: dict[str, Any]) -> Any:
+        def function(**arguments: Any) -> str:
+            return server.call(doc["name"], arguments, state["asked_by"])[0]
+
+        function.__name__ = doc["name"]
+        return FunctionTool(function, openai_tool_schema=_bfcl_tools.openai_tools([doc])[0])
+
+    sync_tool = ChatAgent._execute_tool
+
+    def _execute_tool(self, request):  # each call the assistant asked for is a `tool` step after its asking step
+        asking = recorder.by_tool_call.get(request.tool_call_id)
+        state["asked_by"] = None if asking is None else asking["index"]
+        before = len(server.calls)
+        record = sync_tool(self, request)
+        if asking is not None:
+            ran = server.calls[before] if len(server.calls) > before else None
+            j = asked_calls[asking["index"]]
+            asked_calls[asking["index"]] += 1
+            tool_steps.append(_bfcl_tools.tool_step("tools", asking["index"], j, state["turn"], str(record.result),
+                                                    request.tool_name, request.args, ran))
+        return record
+
+    ChatAgent._execute_tool = _execute_tool
+
+    def agent(name: str, tools: list | None = None) -> ChatAgent:
+        return ChatAgent(system_message=prompts[name].strip(), model=gateway_model(episode, recorder, name), tools=tools,
+                         agent_id=name, token_limit=int(cfg.get("token_limit", 1_000_000)), summarize_threshold=None,
+                         max_iteration=cfg.get("assistant_max_iterations", 6))
+
+    instructor = agent("instructor")
+    assistant = agent("assistant", [make_tool(doc) for doc in server.offered])
+
+    def collected() -> dict[str, Any]:
+        out = _bfcl_tools.in_order(recorder.steps + tool_steps)
+        final = next((s["content"] for s in reversed(out) if s["agent"] == "assistant" and s["kind"] == "agent"), None)
+        return {"steps": out, "final_answer": final, "framework_version": camel.__version__}
+
+    def reported(start: int) -> str:
+        """What the instructor is shown of the assistant's round: its reply and the calls it made, with results."""
+        reply = next((s["content"] for s in reversed(recorder.steps) if s["index"] >= start and s["agent"] == "assistant"
+                      and s["content"]), "")
+        made = [f"- {s['tool_calls'][0]['name']}({json.dumps(s['tool_calls'][0]['arguments'], ensure_ascii=False)})"
+                f" -> {s['content'][:300]}" for s in tool_steps if s["metadata"]["asked_by_index"] >= start]
+        return (reply or "(no text)") + ("\nFunction calls made:\n" + "\n".join(made) if made else "\nNo function was called.")
+
+    def turns() -> None:
+        for turn, text in enumerate(episode["task"]["metadata"]["turns"]):
+            state["turn"] = turn
+            for doc in server.start_turn(turn):  # miss_func: a held-back function appears at its turn
+                assistant.add_tool(make_tool(doc))
+            recorder.human(text, {"turn": turn})
+            recorder.action = {"turn": turn}
+            message = prompts["turns"][turn].strip()
+            for _ in range(int(cfg.get("rounds_per_turn", 3))):
+                instruction = instructor.step(BaseMessage.make_user_message(role_name="user", content=message))
+                said = instruction.msgs[0].content if instruction.msgs else ""
+                if instruction.terminated or not said or "TASK_DONE" in said:
+                    break
+                start = recorder.next
+                assistant.step(BaseMessage.make_user_message(role_name="instructor", content=said))
+                message = reported(start)
+
+    return _episode.kept_steps(turns, collected)
+
+
 if __name__ == "__main__":
-    _episode.main(run)
+    _episode.main(lambda episode: run_tools(episode) if episode["config"].get("tools") else run(episode))

@@ -172,10 +172,8 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
                       "metadata": {"turn": state["turn"], "step_number": memory_step.step_number,
                                    "is_final_answer": bool(memory_step.is_final_answer)}})
         for j, record in enumerate(r for r in server.calls if r["step"] == index):
-            steps.append({"index": 1_000_000 + index * 100 + j, "agent": "tools", "kind": "tool", "role": "tool",
-                          "content": record["result"], "tool_calls": [{"name": record["name"], "arguments": record["arguments"]}],
-                          "metadata": {"turn": record["turn"], "asked_by_index": index, "executed": True,
-                                       "call": record["call"]}})
+            steps.append(_bfcl_tools.tool_step("tools", index, j, record["turn"], record["result"], record["name"],
+                                               record["arguments"], record))
 
     caller = ToolCallingAgent(tools=[make_tool(doc) for doc in server.offered], model=GatewayModel("caller"), max_tool_threads=1,
                               name="caller", description=prompts["caller_description"], instructions=prompts["caller"],
@@ -185,16 +183,7 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
                                step_callbacks=[capture], verbosity_level=0)
 
     def collected() -> dict[str, Any]:
-        # by start: a step's index is fixed when its call starts; a tool step right after the step that asked for it
-        ordered = sorted(steps, key=lambda s: (s["metadata"]["asked_by_index"], 1, s["index"]) if s["kind"] == "tool"
-                         else (s["index"], 0, 0))
-        position = {s["index"]: i for i, s in enumerate(ordered)}
-        out = []
-        for s in ordered:
-            meta = dict(s.get("metadata") or {})
-            if "asked_by_index" in meta:
-                meta["asked_by"] = position.get(meta.pop("asked_by_index"))
-            out.append({**s, "metadata": meta})
+        out = _bfcl_tools.in_order(steps)
         final = next((s["content"] for s in reversed(out) if s["agent"] == "manager" and s["kind"] == "agent"), None)
         return {"steps": out, "final_answer": final, "framework_version": smolagents.__version__}
 
