@@ -189,10 +189,10 @@ class AgentPruneAdapter(Adapter):
         return config
 
     def _episode(self, task: Task, ctx: Any, server: Any, sandbox: Any, verifier: Any,
-                 parent: Trajectory | None) -> Trajectory:
+                 parent: Trajectory | None, until_turn: int | None = None) -> Trajectory:
         """The shared episode, with the communication graph the driver recorded in step 0 lifted into
         `metadata["agentprune"]` (seed, masks, per-round edges and order)."""
-        trajectory = super()._episode(task, ctx, server, sandbox, verifier, parent)
+        trajectory = super()._episode(task, ctx, server, sandbox, verifier, parent, until_turn)
         graph = trajectory.steps[0].metadata.get("graph") if trajectory.steps else None
         if graph is not None:
             trajectory.metadata = {**trajectory.metadata, "agentprune": graph}

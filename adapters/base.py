@@ -291,6 +291,7 @@ class Adapter(ABC):
         gateway: "GatewayServer | None" = None,
         verifier: Verifier | None = None,
         run_id: str | None = None,
+        until_turn: int | None = None,
         **context: Any,
     ) -> Trajectory:
         """Re-run `trajectory`'s task from the start, the gateway serving its recorded calls.
@@ -298,7 +299,9 @@ class Adapter(ABC):
         Without an intervention the replay must reproduce the recording with zero live calls. With one,
         the step `intervention.step` (an `agent` step) is forced to `new_content`, earlier steps are
         served from the recording, and calls after it go live to `model` (default: the recorded one).
-        `intervention.run_id` may be the trajectory's id or its gateway run id.
+        `intervention.run_id` may be the trajectory's id or its gateway run id. `until_turn` (a multi-turn
+        task): the episode stops after that user turn (0-based); a replay that passed every turn up to it
+        fails at the next with `verdict_details.stopped_after_turn`.
         """
         from rootstep.gateway import RunContext
 
@@ -336,7 +339,7 @@ class Adapter(ABC):
             step_calls={s.index: list(s.call_ids) for s in trajectory.steps if s.call_ids},
             **self.gateway_rules(), **context,
         )
-        result = self._episode(task, ctx, server, sandbox, verifier, parent=trajectory)
+        result = self._episode(task, ctx, server, sandbox, verifier, parent=trajectory, until_turn=until_turn)
         stats = result.metadata.get("gateway_stats", {})
         cut = len(trajectory.steps) if intervention is None else intervention.step
         prefix_ok = (
@@ -429,7 +432,7 @@ class Adapter(ABC):
             raise
 
     def _episode(self, task: Task, ctx: Any, server: "GatewayServer", sandbox: "Sandbox | None",
-                 verifier: Verifier | None, parent: Trajectory | None) -> Trajectory:
+                 verifier: Verifier | None, parent: Trajectory | None, until_turn: int | None = None) -> Trajectory:
         gateway = server.gateway
         gateway.register(ctx)
         config = {**self.episode_config(task), **self.options}
@@ -439,6 +442,7 @@ class Adapter(ABC):
             "task": task.model_dump(mode="json"),
             "config": config,
             "time_limit_s": self.timeout_s,
+            "until_turn": until_turn,
         }
         files: dict[str, str | bytes] = {
             "episode.json": json.dumps(episode),
@@ -485,6 +489,8 @@ class Adapter(ABC):
             verdict = Verdict(success=False, details={"failure": "time limit", "time_limit_s": out["time_limit_s"]})
         else:
             verdict = mark_suspect(task, answer, steps, verify(task, answer), verify)
+            if until_turn is not None and verdict.details.get("check") == "turns" and verdict.details.get("turn") == until_turn + 1:
+                verdict = verdict.model_copy(update={"details": {**verdict.details, "stopped_after_turn": until_turn}})
         recording = Recording(
             gateway_run_id=ctx.run_id, task=task, agent_models=dict(ctx.agent_models), image=self.image_tag(),
             framework_version=out.get("framework_version", self.version), system=self.system_ref(),

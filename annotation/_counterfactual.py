@@ -297,7 +297,8 @@ class _Search:
             + {"rewrite": ", written from the analyzer's description",
                "retake": ", retaken by the analyzer's model in the agent's seat"}.get(a.diagnosis.written or "", "") + "): "
             + ("succeeded" if a.success and a.later_turn is None
-               else f"got past turn {self.trial.failed_at}, failed at turn {a.later_turn}" if a.success
+               else f"got past turn {self.trial.failed_at}" + ("" if a.stopped_after_turn is not None
+                                                               else f", failed at turn {a.later_turn}") if a.success
                else f"succeeded, not causal: {a.not_causal}" if a.not_causal
                else f"succeeded, not accepted: {a.presentation_only}" if a.presentation_only
                else "diverged" if a.replay.divergence else "replay error" if a.replay.error else "still failed")
@@ -367,9 +368,12 @@ class _Search:
                 evidence_notes.append(f"earliest not established: agent step(s) {open_steps} before step "
                                       f"{best.diagnosis.step} were neither tested nor judged correct")
             if best.later_turn is not None:
+                stopped = best.stopped_after_turn is not None
                 evidence_notes.append(
-                    f"the fix got the run past user turn {self.trial.failed_at}, where it failed; the replay failed "
-                    f"later, at turn {best.later_turn} (the label is the decisive error of the first failure)")
+                    f"the fix got the run past user turn {self.trial.failed_at}, where it failed; "
+                    + ("the replay was stopped there (later turns are not replayed)" if stopped
+                       else f"the replay failed later, at turn {best.later_turn}")
+                    + " (the label is the decisive error of the first failure)")
             annotation = Annotation(
                 **common, agent=best.diagnosis.agent, step=best.diagnosis.step, verified=not open_steps,
                 status="labelled" if not open_steps else "unproven_earliest", steps=best.steps,

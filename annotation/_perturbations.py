@@ -11,6 +11,7 @@ the solution right and teaches nothing. The perturbations:
 * `flip_operator`: flip one comparison (`<` -> `>=`, `==` -> `!=`, ...) or arithmetic operator
   (`+` -> `-`, `*` -> `/`, ...), inside code blocks when there are any;
 * `alter_tool_argument`: swap two arguments of a tool call, or change one;
+* `drop_tool_call`, `repeat_tool_call`: a call not made, or made twice;
 * `truncate_message`: cut the message at about 40-60 % of its length, on a word boundary.
 
 `programmatic_perturbations(trajectory, seed)` lists the candidates for a run in an order fixed by the
@@ -255,7 +256,7 @@ def alter_tool_argument(step: Step, rng: random.Random) -> Perturbation | None:
     if not usable:
         return None
     i, call, (arguments, as_string) = rng.choice(usable)
-    name = call.get("function", call).get("name", "tool")
+    name = _call_name(call)
     keys = sorted(arguments)
     pairs = [(a, b) for x, a in enumerate(keys) for b in keys[x + 1 :]
              if type(arguments[a]) is type(arguments[b]) and arguments[a] != arguments[b]]
@@ -277,6 +278,37 @@ def alter_tool_argument(step: Step, rng: random.Random) -> Perturbation | None:
     calls[i] = _with_arguments(call, new_args, as_string)
     return Perturbation(name="alter_tool_argument", step=step.index, agent=step.agent, content=step.content,
                         tool_calls=calls, description=description)
+
+
+def _call_name(call: dict[str, Any]) -> str:
+    return str(call.get("function", call).get("name", "tool"))
+
+
+def drop_tool_call(step: Step, rng: random.Random) -> Perturbation | None:
+    """Drop one of the step's tool calls: a call the task needed is not made. A step left with no call and no
+    text says "Done." (the message of a call-only step that made none; the 1.5B's own mistake on BFCL was such a
+    step, "Got it! Removed NVDA from the watchlist." with no call)."""
+    if not step.tool_calls:
+        return None
+    i = rng.randrange(len(step.tool_calls))
+    calls = step.tool_calls[:i] + step.tool_calls[i + 1:]
+    content = step.content if step.content.strip() or calls else "Done."
+    return Perturbation(name="drop_tool_call", step=step.index, agent=step.agent, content=content, tool_calls=calls,
+                        description=f"dropped the call to {_call_name(step.tool_calls[i])} (call {i + 1} of "
+                                    f"{len(step.tool_calls)})")
+
+
+def repeat_tool_call(step: Step, rng: random.Random) -> Perturbation | None:
+    """Make one of the step's tool calls twice in a row (a state-changing call repeated: a second order, a second
+    transfer, a file moved twice); the copy's id gets a `-again` suffix so that each call keeps its own result."""
+    if not step.tool_calls:
+        return None
+    i = rng.randrange(len(step.tool_calls))
+    call = step.tool_calls[i]
+    copy = {**call, "id": f"{call['id']}-again"} if call.get("id") else dict(call)
+    calls = step.tool_calls[:i + 1] + [copy] + step.tool_calls[i + 1:]
+    return Perturbation(name="repeat_tool_call", step=step.index, agent=step.agent, content=step.content,
+                        tool_calls=calls, description=f"made the call to {_call_name(call)} twice")
 
 
 def truncate_message(step: Step, rng: random.Random) -> Perturbation | None:
@@ -305,7 +337,8 @@ PERTURBATIONS: Registry[PerturbationFn] = Registry("perturbation", group="rootst
 """Every programmatic perturbation by name: the built-ins below, pip-installed plugins (entry point
 `rootstep.perturbations`: a function `fn(step, rng) -> Perturbation | None`) and ones registered in code
 (`PERTURBATIONS.register(name, fn)`). The default set of `programmatic_perturbations` is all of them."""
-for _fn in (drop_code_line, change_constant, flip_operator, alter_tool_argument, truncate_message):
+for _fn in (drop_code_line, change_constant, flip_operator, alter_tool_argument, drop_tool_call, repeat_tool_call,
+            truncate_message):
     PERTURBATIONS.register(_fn.__name__, _fn)
 
 

@@ -419,6 +419,10 @@ class Attempt(Replayed):
     several turns has no single step whose fix makes it succeed, and each turn's first error is decided before
     the next turn begins."""
 
+    stopped_after_turn: int | None = None
+    """The replay was stopped after this user turn, the one the run failed at (`Adapter.replay(until_turn=...)`):
+    with `later_turn`, it passed that turn and the later ones were not run."""
+
     @property
     def turned(self) -> bool:
         """The replay succeeded, or got past the user turn the run failed at (`later_turn`), with a fix that
@@ -479,6 +483,7 @@ class FixTrial:
                           beside=[r for r, _ in beside])
         if row.success_after is False and self.passed_failed_turn(row, verdict):
             attempt.later_turn = failed_turn(verdict)
+            attempt.stopped_after_turn = (verdict.details or {}).get("stopped_after_turn") if verdict is not None else None
         attempt.repeated = (row.success_after is False and result is not None and attempt.later_turn is None
                             and same_text(result.final_answer or "", self.trajectory.final_answer or ""))
         if row.success_after is False and attempt.later_turn is None:

@@ -16,6 +16,7 @@ from rootstep.annotation import (
     InjectionMode,
     ReplayOutcome,
     answer_leaks,
+    failed_turn,
     find_decisive_step,
     inject_fault,
     proven_identical,
@@ -233,16 +234,26 @@ def _step_request(recorded: list[LLMCall]):
     return request
 
 
+def replay_options(trajectory: Trajectory) -> dict[str, Any]:
+    """`Adapter.replay` options of a search's replays: a multi-turn failure is replayed up to the user turn it failed
+    at (`until_turn`, `failed_turn`), all that decides whether a fix or a control got past it."""
+    turn = failed_turn(trajectory.verdict)
+    return {} if turn is None else {"until_turn": turn}
+
+
 def search_replay(session: Session, trajectory: Trajectory, captured: list[Trajectory],
                recorded: list[LLMCall] | None = None):
     """`adapter_replay` with the episode limits, remembering every replayed run for the warehouse.
-    `recorded`: the run's recorded calls (`_recorded`)."""
+    `recorded`: the run's recorded calls (`_recorded`). A multi-turn failure is replayed up to the user turn it
+    failed at (`Adapter.replay(until_turn=...)`): whether that turn now passes is what decides a fix or a control
+    (`FixTrial.passed_failed_turn`), and the later turns, the most of a long run, are not run."""
     from rootstep.adapters import adapter_for
 
     adapter_for(trajectory)  # a system file's run: its system is registered here too
     adapter = session.adapter(trajectory.framework)
     recorded = _recorded(session, trajectory, recorded)
-    inner = adapter_replay(adapter, trajectory, recorded=recorded) if recorded else adapter_replay(adapter, trajectory)
+    options = replay_options(trajectory)
+    inner = adapter_replay(adapter, trajectory, recorded=recorded, **options) if recorded else adapter_replay(adapter, trajectory, **options)
     model = trajectory.model or DEFAULT_MODEL
 
     def replay(intervention: Any) -> tuple[Trajectory, Any, ReplayOutcome]:

@@ -481,9 +481,10 @@ class Annotation(_Partitioned):
     answer_leaks: int = 0
     """Fixes refused because they handed over the reference answer."""
     fixed_turn: int | None = None
-    """A multi-turn run's label whose fix got the run past the user turn it failed at (this turn, 0-based) while
-    the replay failed later, at another turn, on another error: the decisive error of the run's first failure.
-    None when the fix turned the whole run into a success (and on every other kind of run)."""
+    """A multi-turn run's label whose fix got the run past the user turn it failed at (this turn, 0-based): the
+    replay stopped after that turn (`Adapter.replay(until_turn=...)`, the default of the searches) or failed later,
+    at another turn, on another error. The decisive error of the run's first failure. None when the fix turned the
+    whole run into a success (and on every other kind of run)."""
     search_stats: SearchStats | None = None
     recheck_of: str | None = None
     """The label this annotation re-did from scratch (`rootstep annotate --recheck`); it is never a label itself."""

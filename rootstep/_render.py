@@ -122,7 +122,7 @@ def print_trajectory(
             body += f"\n\n[bold red]reason:[/] {escape(label.evidence.reason)}"
         if decisive and label is not None and label.fixed_turn is not None:
             body += (f"\n[bold red]first failure:[/] the fix got the run past user turn {label.fixed_turn}, where it "
-                     "failed; the fixed replay failed at a later turn, on another error")
+                     "failed (the replay stops there, or fails at a later turn on another error)")
         console.print(
             Panel(
                 body,

@@ -22,6 +22,8 @@ from rootstep.annotation import (
     Budget,
     ReplayOutcome,
     alter_tool_argument,
+    drop_tool_call,
+    repeat_tool_call,
     change_constant,
     drop_code_line,
     find_decisive_step,
@@ -736,6 +738,24 @@ def test_alter_tool_argument_swaps_or_changes_an_argument_in_both_tool_call_form
     swaps = [alter_tool_argument(step_of("", plain), random.Random(s)) for s in range(10)]
     assert any(p.tool_calls[0]["arguments"] == {"src": "b.txt", "dst": "a.txt"} and "swapped" in p.description for p in swaps)
     assert alter_tool_argument(step_of("no tools"), random.Random(0)) is None
+
+
+def test_drop_and_repeat_tool_call_remove_or_double_one_call():
+    calls = [{"id": "c1", "type": "function", "function": {"name": "cd", "arguments": json.dumps({"folder": "doc"})}},
+             {"id": "c2", "type": "function", "function": {"name": "mkdir", "arguments": json.dumps({"dir_name": "t"})}}]
+    dropped = {drop_tool_call(step_of("", calls), random.Random(seed)).description for seed in range(10)}
+    assert dropped == {"dropped the call to cd (call 1 of 2)", "dropped the call to mkdir (call 2 of 2)"}
+    only = drop_tool_call(step_of("", calls[:1]), random.Random(0))
+    assert only.tool_calls == [] and only.content == "Done."  # a call-only step that made none says something
+    assert drop_tool_call(step_of("Moving it now.", calls[:1]), random.Random(0)).content == "Moving it now."
+    twice = repeat_tool_call(step_of("", calls), random.Random(1))
+    names = [c["function"]["name"] for c in twice.tool_calls]
+    assert len(names) == 3 and len({c["id"] for c in twice.tool_calls}) == 3 and twice.description.endswith("twice")
+    assert names in (["cd", "cd", "mkdir"], ["cd", "mkdir", "mkdir"])
+    plain = repeat_tool_call(step_of("", [{"name": "ls", "arguments": {}}]), random.Random(0))
+    assert plain.tool_calls == [{"name": "ls", "arguments": {}}] * 2
+    assert drop_tool_call(step_of("no tools"), random.Random(0)) is None
+    assert repeat_tool_call(step_of("no tools"), random.Random(0)) is None
 
 
 def test_truncate_message_cuts_at_a_word_boundary():

@@ -166,6 +166,21 @@ def test_correcting_the_call_at_its_step_flips_the_run(env, task, failed):
     assert "mkdir(dir_name='temp')" in fixed.final_answer and "mkdir(dir_name='tmp')" not in fixed.final_answer
 
 
+def test_a_replay_until_the_failing_turn_stops_after_it(env, task, failed):
+    """What the searches replay of a multi-turn failure: up to the turn it failed at. The corrected call passes
+    that turn, and the replay ends there; the control (the step as recorded) fails at it again."""
+    step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
+    right = tool_calls(task, task.metadata["ground_truth_calls"][0])
+    fixed = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=step.index, new_content="",
+                                                       tool_calls=right), until_turn=0)
+    assert fixed.verdict.details == {**fixed.verdict.details, "check": "turns", "turn": 1, "stopped_after_turn": 0}
+    assert {s.metadata.get("turn") for s in fixed.steps} == {0} and fixed.replay.prefix_identical
+    control = env["adapter"].replay(failed, Intervention(run_id=failed.id, step=step.index, new_content=step.content,
+                                                         tool_calls=step.tool_calls, kind="control"), until_turn=0)
+    assert (control.verdict.details["check"], control.verdict.details["turn"]) == ("state", 0)
+    assert "stopped_after_turn" not in control.verdict.details
+
+
 def test_unknown_functions_and_unfit_arguments_get_a_tool_error_and_are_not_run(env, task):
     t = run(env, task, "bfcl-caller-clumsy")
     tools = [s for s in t.steps if s.kind == "tool" and s.metadata["turn"] == 0]
@@ -235,8 +250,6 @@ def smol_caller(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
 
 @pytest.fixture(scope="module")
 def smol_env(tmp_path_factory, docker_sandbox, task):
-    from rootstep.gateway import register_script
-
     yield from scripted_env("smolagents", tmp_path_factory, docker_sandbox, {
         "bfcl-smol-manager": smol_manager(task), "bfcl-smol-caller-right": smol_caller(task, {}),
         "bfcl-smol-caller-wrong": smol_caller(task, {0: wrong_first_turn(task)})})

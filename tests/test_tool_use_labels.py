@@ -176,3 +176,27 @@ def test_a_fix_whose_replay_fails_at_the_same_turn_or_earlier_flips_nothing():
         assert result.annotation.status == "unresolved" and result.annotation.fixed_turn is None
         assert result.attempts and all(x.later_turn is None and not x.turned for x in result.attempts)
         assert result.attempts[0].said is not None  # a failed fix is shown to the analyzer with what it ended with
+
+
+def test_a_multi_turn_failure_is_replayed_up_to_its_failing_turn_and_the_label_says_the_replay_stopped():
+    from rootstep.flows._searches import replay_options
+
+    run = real_run()
+    assert replay_options(run) == {"until_turn": 1}
+    assert replay_options(run.model_copy(update={"verdict": Verdict(success=True)})) == {}
+    assert replay_options(run.model_copy(update={"verdict": Verdict(success=False, details={"check": "answer"})})) == {}
+
+    def stopped(intervention: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        """What `Adapter.replay(until_turn=1)` gives: a replay that passed turn 1 ends there."""
+        fixed = intervention.step == 7 and CALL["name"] in json.dumps(intervention.tool_calls or [])
+        details = ({"check": "turns", "turn": 2, "stopped_after_turn": 1} if fixed
+                   else {"check": "no calls", "turn": 1})
+        verdict = Verdict(success=False, details=details)
+        return (run.model_copy(update={"verdict": verdict, "parent_run_id": run.id}), verdict,
+                ReplayOutcome(cost=Usage(llm_calls=2, replayed_calls=4)))
+
+    result = find_decisive_step(run, analyzer=step_7_analyzer("bfcl-stopped"), replay=stopped, budget=Budget())
+    a = result.annotation
+    assert (a.status, a.step, a.fixed_turn, result.attempts[0].stopped_after_turn) == ("labelled", 7, 1, 1)
+    assert any("the replay was stopped there (later turns are not replayed)" in n for n in a.evidence.notes)
+    assert any(n.startswith("step 7 (caller") and "got past turn 1 [" in n for n in a.evidence.notes), a.evidence.notes

@@ -151,6 +151,14 @@ def openai_tools(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return tools
 
 
+def turns_to_run(episode: dict[str, Any]) -> list[tuple[int, str]]:
+    """The episode's user turns with their index, up to its `until_turn` when it has one (a replay that only needs
+    to show whether the turn a run failed at now passes: the later turns are not run)."""
+    turns = list(enumerate(episode["task"]["metadata"]["turns"]))
+    until = episode.get("until_turn")
+    return turns if until is None else turns[:int(until) + 1]
+
+
 TOOL_STEP_BASE = 1_000_000
 """A tool step's provisional index: `TOOL_STEP_BASE + asking index * 100 + j` (the j-th call of that step), so that
 `in_order` places it right after the agent step that asked for it."""

@@ -200,7 +200,7 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
         return {"steps": steps, "final_answer": final, "framework_version": autogen.__version__}
 
     def turns() -> None:
-        for turn, text in enumerate(episode["task"]["metadata"]["turns"]):
+        for turn, text in _bfcl_tools.turns_to_run(episode):
             for doc in server.start_turn(turn):  # miss_func: a held-back function appears at its turn
                 caller.update_tool_signature(_bfcl_tools.openai_tools([doc])[0], is_remove=False)
                 executor.register_function({doc["name"]: tool(doc["name"])})

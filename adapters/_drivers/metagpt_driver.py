@@ -324,7 +324,7 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
                 "framework_version": getattr(metagpt, "__version__", "0.8.2")}
 
     async def all_turns() -> None:
-        for turn, text in enumerate(turns):
+        for turn, text in _bfcl_tools.turns_to_run(episode):
             state["turn"] = turn
             server.start_turn(turn)  # miss_func: a held-back function is offered from its turn on
             history.append({"role": "user", "content": text})

@@ -501,7 +501,7 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
         return (reply or "(no text)") + ("\nFunction calls made:\n" + "\n".join(made) if made else "\nNo function was called.")
 
     def turns() -> None:
-        for turn, text in enumerate(episode["task"]["metadata"]["turns"]):
+        for turn, text in _bfcl_tools.turns_to_run(episode):
             state["turn"] = turn
             for doc in server.start_turn(turn):  # miss_func: a held-back function appears at its turn
                 assistant.add_tool(make_tool(doc))

@@ -188,7 +188,7 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
         return {"steps": out, "final_answer": final, "framework_version": smolagents.__version__}
 
     def turns() -> None:
-        for turn, text in enumerate(episode["task"]["metadata"]["turns"]):
+        for turn, text in _bfcl_tools.turns_to_run(episode):
             state["turn"] = turn
             for doc in server.start_turn(turn):  # miss_func: a held-back function appears at its turn
                 caller.tools[doc["name"]] = make_tool(doc)
