@@ -356,6 +356,9 @@ class StreamedAnswer:
         self._usage: dict[str, Any] | None = None
         self._timings: dict[str, Any] = {}
         self._head: dict[str, Any] = {}
+        self._calls: dict[int, dict[str, Any]] = {}
+        """Tool calls llama.cpp parsed while streaming (`delta.tool_calls`), by index: names and arguments arrive
+        in pieces."""
 
     def add(self, chunk: dict[str, Any]) -> str:
         """Take one chunk; returns the text it adds. After it, `cut` says whether to stop generating."""
@@ -364,7 +367,15 @@ class StreamedAnswer:
         self._timings = chunk.get("timings") or self._timings
         text = ""
         for choice in chunk.get("choices") or []:
-            text += (choice.get("delta") or {}).get("content") or ""
+            delta = choice.get("delta") or {}
+            text += delta.get("content") or ""
+            for piece in delta.get("tool_calls") or []:
+                call = self._calls.setdefault(int(piece.get("index", len(self._calls))),
+                                              {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                call["id"] = piece.get("id") or call["id"]
+                function = piece.get("function") or {}
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
             self._finish = choice.get("finish_reason") or self._finish
         if text:
             self.parts.append(text)
@@ -396,10 +407,12 @@ class StreamedAnswer:
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
     def result(self) -> dict[str, Any]:
-        """The answer as llama.cpp's non-streamed ChatCompletion dict."""
+        """The answer as llama.cpp's non-streamed ChatCompletion dict (with the tool calls it parsed, if any)."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.parts)}
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
         return {**self._head, "usage": self.usage, "choices": [{
-            "index": 0, "finish_reason": self.finish_reason,
-            "message": {"role": "assistant", "content": "".join(self.parts)}}]}
+            "index": 0, "finish_reason": self.finish_reason, "message": message}]}
 
 
 class LocalLLM(CustomLLM):
@@ -407,12 +420,15 @@ class LocalLLM(CustomLLM):
 
     def _respond(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any],
                  stop: threading.Event | None = None) -> ModelResponse:
-        """One answer. An instruct model's plain answer (no tools, no logprobs) is streamed, so that it stops
-        early once it loops (`loop_guard`) or once `stop` is set (its call was cancelled)."""
+        """One answer. An instruct model's answer (without logprobs) is streamed, so that it stops early once it
+        loops (`loop_guard`) or once `stop` is set (its call was cancelled). A request with tools is streamed too:
+        the local models write their calls as text (`bare_tool_calls` reads them), and on BFCL a smolagents
+        manager's non-streamed answer ran 952 s, to its token limit, and held the process after its episode was
+        cut."""
         llm = engine(model)
         if llm.spec.instruct:
             body, guard = chat_body(messages, params), loop_guard()
-            if (guard or stop) and not params.get("tools") and not params.get("logprobs"):
+            if (guard or stop) and not params.get("logprobs"):
                 answer = StreamedAnswer(guard, stop)
                 llm.stream(body, answer.take)
                 result = answer.result()

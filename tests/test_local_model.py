@@ -201,6 +201,27 @@ def test_a_stopped_answer_stops_at_the_next_token_and_keeps_what_it_had():
     assert answer.result()["choices"][0]["message"]["content"] == "2 plus 3 equals"
 
 
+def test_tool_calls_streamed_in_pieces_are_put_together():
+    """llama.cpp streams a call it parsed as `delta.tool_calls` pieces: the id and name first, the arguments in
+    parts (the OpenAI stream form); the answer keeps them whole, beside any text."""
+    answer = StreamedAnswer(LoopGuard())
+    pieces = [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "cd", "arguments": ""}},
+              {"index": 0, "function": {"arguments": '{"folder": '}}, {"index": 0, "function": {"arguments": '"data"}'}},
+              {"index": 1, "id": "call_2", "function": {"name": "ls", "arguments": "{}"}}]
+    for i, piece in enumerate(pieces, 1):
+        answer.add({"choices": [{"finish_reason": None, "index": 0, "delta": {"tool_calls": [piece]}}],
+                    "timings": {"predicted_n": i}})
+    answer.add(_chunk(None, predicted=5, finish="tool_calls"))
+    message = answer.result()["choices"][0]["message"]
+    assert message["tool_calls"] == [
+        {"id": "call_1", "type": "function", "function": {"name": "cd", "arguments": '{"folder": "data"}'}},
+        {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]
+    assert message["content"] == "" and answer.finish_reason == "tool_calls"
+    plain = StreamedAnswer(None)
+    plain.add(_chunk("no calls here", predicted=1))
+    assert "tool_calls" not in plain.result()["choices"][0]["message"]
+
+
 # ----------------------------------------------------------------------------------- the real model
 
 @pytest.fixture
