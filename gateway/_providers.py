@@ -131,7 +131,8 @@ class Providers:
 
     async def _backoff(self, attempt: int, exc: BaseException, model: str, secrets: list[str]) -> None:
         delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
-        log.warning("%s: %s; retry %d in %.2fs", model, type(exc).__name__, attempt + 1, delay)
+        log.warning("%s: %s (%s); retry %d in %.2fs", model, type(exc).__name__,
+                    scrub(str(exc), secrets)[:300] or "no message", attempt + 1, delay)
         await asyncio.sleep(delay)
 
     async def complete(self, call: ProviderCall, request: dict[str, Any]) -> dict[str, Any]:

@@ -255,27 +255,19 @@ def smol_env(tmp_path_factory, docker_sandbox, task):
         "bfcl-smol-caller-wrong": smol_caller(task, {0: wrong_first_turn(task)})})
 
 
-def smol_run(env, task: Task, caller: str):
-    return team_run(env, task, "bfcl-smol-manager", "caller", caller)
-
 
 def test_smolagents_team_that_makes_the_ground_truth_calls_passes(smol_env, task):
-    t = smol_run(smol_env, task, "bfcl-smol-caller-right")
+    t = team_run(smol_env, task, "bfcl-smol-manager", "caller", "bfcl-smol-caller-right")
     assert t.verdict.success, t.verdict.details
     gt = task.metadata["ground_truth_calls"]
     assert [s.metadata["turn"] for s in t.steps if s.kind == "human"] == list(range(len(gt)))
-    tools = [s for s in t.steps if s.kind == "tool"]
-    assert [s.metadata["call"] for s in tools] == [c for turn in gt for c in _named(task, turn)]
-    for s in tools:
-        asker = t.steps[s.metadata["asked_by"]]
-        assert asker.agent == "caller" and asker.index < s.index and asker.metadata["turn"] == s.metadata["turn"]
+    assert_calls_are_tool_steps(t, task, "caller")
     first = [(s.agent, s.kind) for s in t.steps[:4]]
     assert first == [("user", "human"), ("manager", "agent"), ("caller", "agent"), ("tools", "tool")]
-    assert t.metadata["unlinked_calls"] == []
 
 
 def test_smolagents_wrong_argument_fails_at_its_turn_and_replays_exactly(smol_env, task):
-    failed = smol_run(smol_env, task, "bfcl-smol-caller-wrong")
+    failed = team_run(smol_env, task, "bfcl-smol-manager", "caller", "bfcl-smol-caller-wrong")
     assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
     assert_exact_replay(smol_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
 
@@ -320,12 +312,9 @@ def owl_env(tmp_path_factory, docker_sandbox, task):
         "bfcl-owl-assistant-clumsy": owl_assistant(task, {0: clumsy_first_turn(task)})})
 
 
-def owl_run(env, task: Task, assistant: str):
-    return team_run(env, task, "bfcl-owl-instructor", "assistant", assistant)
-
 
 def test_owl_pair_that_makes_the_ground_truth_calls_passes_with_every_call_a_tool_step(owl_env, task):
-    t = owl_run(owl_env, task, "bfcl-owl-assistant-right")
+    t = team_run(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-right")
     assert t.verdict.success, t.verdict.details
     gt = task.metadata["ground_truth_calls"]
     humans = [s for s in t.steps if s.kind == "human"]
@@ -346,7 +335,7 @@ def calls_answer_of(task: Task, gt: list[list[str]]) -> str:
 
 
 def test_owl_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(owl_env, task):
-    failed = owl_run(owl_env, task, "bfcl-owl-assistant-wrong")
+    failed = team_run(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-wrong")
     assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
     assert_exact_replay(owl_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
     step = next(s for s in failed.steps if s.agent == "assistant" and s.tool_calls)
@@ -357,7 +346,7 @@ def test_owl_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction
 
 
 def test_owl_unknown_functions_and_unfit_arguments_are_refused_and_not_run(owl_env, task):
-    t = owl_run(owl_env, task, "bfcl-owl-assistant-clumsy")
+    t = team_run(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-clumsy")
     refused = [s for s in t.steps if s.kind == "tool" and not s.metadata["executed"]]
     assert [s.tool_calls[0]["name"] for s in refused] == ["rm_rf", "mkdir"]
     assert "rm_rf" in refused[0].content and "not found" in refused[0].content
@@ -375,12 +364,9 @@ def metagpt_env(tmp_path_factory, docker_sandbox, task):
         "bfcl-mg-caller-wrong": caller_for(task, {0: wrong_first_turn(task)})})
 
 
-def metagpt_run(env, task: Task, caller: str):
-    return team_run(env, task, "bfcl-mg-planner", "caller", caller)
-
 
 def test_metagpt_team_that_makes_the_ground_truth_calls_passes_with_every_call_a_tool_step(metagpt_env, task):
-    t = metagpt_run(metagpt_env, task, "bfcl-mg-caller-right")
+    t = team_run(metagpt_env, task, "bfcl-mg-planner", "caller", "bfcl-mg-caller-right")
     assert t.verdict.success, t.verdict.details
     gt = task.metadata["ground_truth_calls"]
     assert [(s.agent, s.metadata["turn"]) for s in t.steps if s.kind == "human"] == [("user", n) for n in range(len(gt))]
@@ -392,7 +378,7 @@ def test_metagpt_team_that_makes_the_ground_truth_calls_passes_with_every_call_a
 
 
 def test_metagpt_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(metagpt_env, task):
-    failed = metagpt_run(metagpt_env, task, "bfcl-mg-caller-wrong")
+    failed = team_run(metagpt_env, task, "bfcl-mg-planner", "caller", "bfcl-mg-caller-wrong")
     assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
     assert_exact_replay(metagpt_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
     step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
