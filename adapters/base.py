@@ -486,7 +486,12 @@ class Adapter(ABC):
         answer = executed_calls_answer(steps) if reads_calls(task) else self.final_answer(task, steps, out.get("final_answer"))
         verify = verifier or self.verifier or default_verifier()
         if out.get("time_limit_s") is not None:  # cut by its time limit: kept, with the steps it made, as a failure
-            verdict = Verdict(success=False, details={"failure": "time limit", "time_limit_s": out["time_limit_s"]})
+            details: dict[str, Any] = {"failure": "time limit", "time_limit_s": out["time_limit_s"]}
+            if reads_calls(task):  # the turns it reached are judged: it failed at the first wrong one, or where it stopped
+                reached = verify(task, answer)
+                if not reached.success and isinstance(reached.details.get("turn"), int):
+                    details.update(turn=reached.details["turn"], check=reached.details.get("check"))
+            verdict = Verdict(success=False, details=details)
         else:
             verdict = mark_suspect(task, answer, steps, verify(task, answer), verify)
             if until_turn is not None and verdict.details.get("check") == "turns" and verdict.details.get("turn") == until_turn + 1:

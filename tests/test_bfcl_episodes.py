@@ -181,6 +181,33 @@ def test_a_replay_until_the_failing_turn_stops_after_it(env, task, failed):
     assert "stopped_after_turn" not in control.verdict.details
 
 
+def test_a_run_cut_by_its_time_limit_fails_at_the_turn_it_was_cut_in(env, task, docker_sandbox):
+    """The caller never answers turn 1 within the episode's 40 s: the run is kept as a time-limit failure, and the
+    turns it reached are judged, so that its failure has a turn (the searches' horizon and `until_turn`)."""
+    import time
+
+    from rootstep.adapters import get_adapter
+    from rootstep.adapters.base import default_verifier
+    from rootstep.gateway import register_script
+
+    right = caller_for(task, {})
+    turns = task.metadata["turns"]
+
+    def slow_after_turn_0(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        if any(m.get("content") == turns[1] for m in messages):
+            time.sleep(45)
+        return right(messages, params)
+
+    register_script("bfcl-caller-asleep-at-turn-1", slow_after_turn_0)
+    adapter = get_adapter("ag2", gateway=env["server"], verifier=default_verifier(docker_sandbox), timeout_s=40)
+    t = adapter.run(task, "scripted/bfcl-planner", agent_models={"caller": "scripted/bfcl-caller-asleep-at-turn-1"})
+    assert t.metadata["error"] == "time limit: the episode was cut after 40 s"
+    assert {s.metadata.get("turn") for s in t.steps} == {0, 1}  # turn 0 done, turn 1 begun
+    assert t.verdict.success is False
+    assert {k: t.verdict.details.get(k) for k in ("failure", "turn", "check")} == {
+        "failure": "time limit", "turn": 1, "check": "no calls"}, t.verdict.details
+
+
 def test_unknown_functions_and_unfit_arguments_get_a_tool_error_and_are_not_run(env, task):
     t = run(env, task, "bfcl-caller-clumsy")
     tools = [s for s in t.steps if s.kind == "tool" and s.metadata["turn"] == 0]
