@@ -97,6 +97,19 @@ class CounterfactualResult(BaseModel):
         return self.annotation.agent
 
 
+def _outcome(a: Attempt, failed_at: int | None) -> str:
+    """What an attempt's replay came to, as its evidence note says it (`failed_at`: the turn the run failed at)."""
+    if a.success:
+        if a.later_turn is None:
+            return "succeeded"
+        return f"got past turn {failed_at}" + ("" if a.stopped_after_turn is not None else f", failed at turn {a.later_turn}")
+    if a.not_causal:
+        return f"succeeded, not causal: {a.not_causal}"
+    if a.presentation_only:
+        return f"succeeded, not accepted: {a.presentation_only}"
+    return "diverged" if a.replay.divergence else "replay error" if a.replay.error else "still failed"
+
+
 class _Search:
     """One counterfactual search: its phases in order (`by_prior`, `ranked`, `scan`, `joint`), what they tried,
     and the result. Proposing is `FixProposer`'s (`_propose`), replaying `FixTrial`'s (`_trial`)."""
@@ -290,24 +303,19 @@ class _Search:
         t = self.trajectory
         spare = [row for rows in self.trial.controls_by_step.values() for row, _ in rows]
         replays = list({r.id: r for a in self.attempts for r in a.rows()}.values())  # in order, each once
-        leaks = answer_leaks(self.asked)
-        evidence_notes = [
+        tried = [
             ("steps " + "+".join(map(str, a.steps)) if a.joint else f"step {a.diagnosis.step}")
             + f" ({a.diagnosis.agent}, {a.diagnosis.source}"
             + {"rewrite": ", written from the analyzer's description",
                "retake": ", retaken by the analyzer's model in the agent's seat"}.get(a.diagnosis.written or "", "") + "): "
-            + ("succeeded" if a.success and a.later_turn is None
-               else f"got past turn {self.trial.failed_at}" + ("" if a.stopped_after_turn is not None
-                                                               else f", failed at turn {a.later_turn}") if a.success
-               else f"succeeded, not causal: {a.not_causal}" if a.not_causal
-               else f"succeeded, not accepted: {a.presentation_only}" if a.presentation_only
-               else "diverged" if a.replay.divergence else "replay error" if a.replay.error else "still failed")
-            + f" [{a.replay.id}]"
+            + _outcome(a, self.trial.failed_at) + f" [{a.replay.id}]"
             + (f"; controls: {a.check.effect.control_flips}/{a.check.effect.control_trials} flipped"
                + (f" ({a.check.proven_identical} proven identical: {a.check.proven_why})" if a.check.proven_identical else "")
                if a.check is not None else "")
             for a in self.attempts
-        ] + [f"step {d.step} ({d.agent}): judged correct by the analyzer" for d in self.declined] + [
+        ]
+        leaks = answer_leaks(self.asked)
+        evidence_notes = tried + [f"step {d.step} ({d.agent}): judged correct by the analyzer" for d in self.declined] + [
             f"step {r.intervention.step if r.intervention else '?'}: control replayed beside a fix that did not flip "
             f"({'flipped' if r.success_after else 'still failed' if r.success_after is False else 'decided nothing'}) "
             f"[{r.id}]" for r in spare] + [

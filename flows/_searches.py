@@ -253,7 +253,9 @@ def search_replay(session: Session, trajectory: Trajectory, captured: list[Traje
     adapter = session.adapter(trajectory.framework)
     recorded = _recorded(session, trajectory, recorded)
     options = replay_options(trajectory)
-    inner = adapter_replay(adapter, trajectory, recorded=recorded, **options) if recorded else adapter_replay(adapter, trajectory, **options)
+    if recorded:
+        options["recorded"] = recorded
+    inner = adapter_replay(adapter, trajectory, **options)
     model = trajectory.model or DEFAULT_MODEL
 
     def replay(intervention: Any) -> tuple[Trajectory, Any, ReplayOutcome]:

@@ -160,17 +160,22 @@ def turns_to_run(episode: dict[str, Any]) -> list[tuple[int, str]]:
 
 
 TOOL_STEP_BASE = 1_000_000
-"""A tool step's provisional index: `TOOL_STEP_BASE + asking index * 100 + j` (the j-th call of that step), so that
-`in_order` places it right after the agent step that asked for it."""
+"""A tool step's provisional index: `tool_index(asking index, j)` (the j-th call of that step), so that `in_order`
+places it right after the agent step that asked for it."""
 
 
-def tool_step(agent: str, asked_index: int, j: int, turn: int, result: str, name: Any, arguments: Any,
-              record: dict[str, Any] | None) -> dict[str, Any]:
-    """The `tool` step of one call an agent step asked for: what the agent was told, the call as asked, and whether
-    the tool server ran it (`record`, None when it was refused) with its call string."""
-    return {"index": TOOL_STEP_BASE + asked_index * 100 + j, "agent": agent, "kind": "tool", "role": "tool",
-            "content": result, "tool_calls": [{"name": name, "arguments": arguments}],
-            "metadata": {"turn": turn, "asked_by_index": asked_index, "executed": record is not None,
+def tool_index(asked_index: int, j: int) -> int:
+    return TOOL_STEP_BASE + asked_index * 100 + j
+
+
+def tool_step(agent: str, turn: int, result: str, name: Any, arguments: Any, record: dict[str, Any] | None,
+              **asker: int) -> dict[str, Any]:
+    """The `tool` step of one call an agent step asked for: what the agent was told, the call as asked, whether the
+    tool server ran it (`record`, None when it was refused) with its call string, and the asking step (`asker`:
+    `asked_by`, its position, or `asked_by_index`, its provisional index for `in_order`)."""
+    return {"agent": agent, "kind": "tool", "role": "tool", "content": result,
+            "tool_calls": [{"name": name, "arguments": arguments}],
+            "metadata": {"turn": turn, **asker, "executed": record is not None,
                          "call": None if record is None else record["call"]}}
 
 

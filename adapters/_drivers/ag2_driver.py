@@ -52,9 +52,6 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
     cfg = episode["config"]
     prompts = cfg["prompts"]
 
-    def llm_config(agent: str) -> dict[str, Any]:
-        return agent_llm_config(episode, agent)
-
     is_done = lambda m: "TERMINATE" in str(m.get("content") or "")  # noqa: E731
     work_dir = os.path.join(os.getcwd(), "coding")
     os.makedirs(work_dir, exist_ok=True)
@@ -70,10 +67,10 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
         },
     )
     coder = autogen.AssistantAgent(
-        name="coder", system_message=prompts["coder"], llm_config=llm_config("coder"), is_termination_msg=is_done,
+        name="coder", system_message=prompts["coder"], llm_config=agent_llm_config(episode, "coder"), is_termination_msg=is_done,
     )
     critic = autogen.AssistantAgent(
-        name="critic", system_message=prompts["critic"], llm_config=llm_config("critic"), is_termination_msg=is_done,
+        name="critic", system_message=prompts["critic"], llm_config=agent_llm_config(episode, "critic"), is_termination_msg=is_done,
     )
     agents = {"executor": executor, "coder": coder, "critic": critic}
 
@@ -183,11 +180,9 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
                 for j, response in enumerate(message["tool_responses"]):
                     call = calls.get(response.get("tool_call_id"), {}).get("function", {})
                     record = records.get(response.get("tool_call_id"))
-                    steps.append({"index": 1_000_000 + index * 100 + j, "agent": "executor", "kind": "tool", "role": "tool",
-                                  "content": str(response.get("content") or ""),
-                                  "tool_calls": [{"name": call.get("name"), "arguments": call.get("arguments")}],
-                                  "metadata": {"turn": turn, "asked_by": position[asked], "executed": record is not None,
-                                               "call": None if record is None else record["call"]}})
+                    steps.append({"index": _bfcl_tools.tool_index(index, j), **_bfcl_tools.tool_step(
+                        "executor", turn, str(response.get("content") or ""), call.get("name"), call.get("arguments"),
+                        record, asked_by=position[asked])})
             else:
                 position[index] = len(steps)
                 calls = list(message.get("tool_calls") or [])

@@ -44,15 +44,33 @@ def _code_of(text: str) -> str:
     return (blocks[-1] if blocks else text).strip() + "\n"
 
 
+def _role(episode: dict[str, Any], name: str, profile: str, action: type, watch: list[type], llm: bool = True,
+          goal: str = "") -> Any:
+    """A MetaGPT `Role` doing `action` on the messages `watch` names; with `llm`, its own LLM pointed at the gateway
+    under its name (non-streaming, usage from the response, the episode's temperature and timeout)."""
+    from metagpt.configs.llm_config import LLMConfig
+    from metagpt.llm import LLM
+    from metagpt.roles import Role
+
+    cfg = episode["config"]
+    role = Role(name=name, profile=profile, goal=goal)
+    if llm:
+        role.llm = LLM(llm_config=LLMConfig(
+            api_type="openai", base_url=_episode.agent_base_url(episode, name), api_key="unused",
+            model=cfg.get("model_alias", "gpt-4o"), stream=False, calc_usage=False,
+            temperature=cfg.get("temperature", 0), timeout=cfg.get("llm_timeout_s", 600),
+        ))
+    role.set_actions([action])
+    role._watch(watch)
+    return role
+
+
 def run(episode: dict[str, Any]) -> dict[str, Any]:
     _write_config(episode)
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # no git in the image; projects are not archived
     import metagpt
     from metagpt.actions import Action, UserRequirement
-    from metagpt.configs.llm_config import LLMConfig
     from metagpt.environment import Environment
-    from metagpt.llm import LLM
-    from metagpt.roles import Role
     from metagpt.schema import Message
     from metagpt.team import Team
 
@@ -68,13 +86,6 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
 
     Environment.publish_message = publish_message
     _episode.current_step = lambda: len(published)
-
-    def llm_for(agent: str):
-        return LLM(llm_config=LLMConfig(
-            api_type="openai", base_url=_episode.agent_base_url(episode, agent), api_key="unused",
-            model=cfg.get("model_alias", "gpt-4o"), stream=False, calc_usage=False,
-            temperature=cfg.get("temperature", 0), timeout=cfg.get("llm_timeout_s", 600),
-        ))
 
     def latest(messages, action_name: str) -> str:
         return next((m.content for m in reversed(messages) if m.cause_by.endswith(action_name)), "")
@@ -117,13 +128,8 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
                       .replace("{result}", latest(messages, "RunTests")))
             return await self._aask(prompt)
 
-    def make_role(name: str, profile: str, action: type, watch: list[type], llm: bool = True) -> Role:
-        role = Role(name=name, profile=profile, goal=prompts.get(f"{name}_goal", ""))
-        if llm:
-            role.llm = llm_for(name)
-        role.set_actions([action])
-        role._watch(watch)
-        return role
+    def make_role(name: str, profile: str, action: type, watch: list[type], llm: bool = True) -> Any:
+        return _role(episode, name, profile, action, watch, llm, goal=prompts.get(f"{name}_goal", ""))
 
     coder = make_role("coder", "Engineer", WriteCode, [UserRequirement, ReviewCode])
     original_observe = coder._observe
@@ -173,10 +179,7 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
     import metagpt
     from metagpt.actions import Action, UserRequirement
-    from metagpt.configs.llm_config import LLMConfig
     from metagpt.environment import Environment
-    from metagpt.llm import LLM
-    from metagpt.roles import Role
     from metagpt.schema import Message
     from metagpt.team import Team
 
@@ -215,13 +218,6 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
 
     Environment.publish_message = publish_message
     _episode.current_step = position
-
-    def llm_for(agent: str):
-        return LLM(llm_config=LLMConfig(
-            api_type="openai", base_url=_episode.agent_base_url(episode, agent), api_key="unused",
-            model=cfg.get("model_alias", "gpt-4o"), stream=False, calc_usage=False,
-            temperature=cfg.get("temperature", 0), timeout=cfg.get("llm_timeout_s", 600),
-        ))
 
     def results_so_far(limit: int = 12) -> str:
         made = [f"- {r['call']} -> {r['result'][:300]}" for r in server.calls[-limit:]]
@@ -272,25 +268,14 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
                 except json.JSONDecodeError:
                     arguments = raw
                 told, record = server.call(name, arguments, asker)
-                steps.append({"agent": "executor", "kind": "tool", "role": "tool", "content": told,
-                              "tool_calls": [{"name": name, "arguments": arguments}],
-                              "metadata": {"turn": state["turn"], "asked_by": asker, "executed": record is not None,
-                                           "call": None if record is None else record["call"]}})
+                steps.append(_bfcl_tools.tool_step("executor", state["turn"], told, name, arguments, record, asked_by=asker))
                 history.append({"role": "tool", "tool_call_id": call["id"], "content": told})
                 told_all.append(f"[{name}] {told}")
             out = Message(content="\n".join(told_all), role="Executor", cause_by=RunCalls, sent_from="executor")
             ran[out.id] = steps
             return out
 
-    def make_role(name: str, profile: str, action: type, watch: list[type], llm: bool = True) -> Role:
-        role = Role(name=name, profile=profile)
-        if llm:
-            role.llm = llm_for(name)
-        role.set_actions([action])
-        role._watch(watch)
-        return role
-
-    executor = make_role("executor", "Executor", RunCalls, [CallFunctions], llm=False)
+    executor = _role(episode, "executor", "Executor", RunCalls, [CallFunctions], llm=False)
     original_observe = executor._observe
 
     async def observe_calls_only(ignore_memory=False):
@@ -300,8 +285,8 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
 
     object.__setattr__(executor, "_observe", observe_calls_only)
     team = Team()
-    team.hire([make_role("planner", "Planner", PlanCalls, [UserRequirement]),
-               make_role("caller", "Caller", CallFunctions, [PlanCalls, RunCalls]), executor])
+    team.hire([_role(episode, "planner", "Planner", PlanCalls, [UserRequirement]),
+               _role(episode, "caller", "Caller", CallFunctions, [PlanCalls, RunCalls]), executor])
     team.invest(cfg.get("investment", 1000.0))
 
     def collected() -> dict[str, Any]:

@@ -473,8 +473,9 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
             ran = server.calls[before] if len(server.calls) > before else None
             j = asked_calls[asking["index"]]
             asked_calls[asking["index"]] += 1
-            tool_steps.append(_bfcl_tools.tool_step("tools", asking["index"], j, state["turn"], str(record.result),
-                                                    request.tool_name, request.args, ran))
+            tool_steps.append({"index": _bfcl_tools.tool_index(asking["index"], j), **_bfcl_tools.tool_step(
+                "tools", state["turn"], str(record.result), request.tool_name, request.args, ran,
+                asked_by_index=asking["index"])})
         return record
 
     ChatAgent._execute_tool = _execute_tool

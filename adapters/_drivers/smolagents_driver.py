@@ -172,8 +172,9 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
                       "metadata": {"turn": state["turn"], "step_number": memory_step.step_number,
                                    "is_final_answer": bool(memory_step.is_final_answer)}})
         for j, record in enumerate(r for r in server.calls if r["step"] == index):
-            steps.append(_bfcl_tools.tool_step("tools", index, j, record["turn"], record["result"], record["name"],
-                                               record["arguments"], record))
+            steps.append({"index": _bfcl_tools.tool_index(index, j), **_bfcl_tools.tool_step(
+                "tools", record["turn"], record["result"], record["name"], record["arguments"], record,
+                asked_by_index=index)})
 
     caller = ToolCallingAgent(tools=[make_tool(doc) for doc in server.offered], model=GatewayModel("caller"), max_tool_threads=1,
                               name="caller", description=prompts["caller_description"], instructions=prompts["caller"],
