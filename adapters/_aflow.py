@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from rootstep.adapters._images import OPENAI2_CLOSURE, OPENAI2_VERSION
-from rootstep.benchmarks import visible_tests
+from rootstep.benchmarks import function_summaries, reads_calls, visible_tests
 from rootstep.adapters.base import Adapter
 from rootstep.prompts import render
 from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec
@@ -51,13 +51,16 @@ DEFAULTS: dict[str, Any] = {
     "per_test_timeout_s": 10,
     "llm_timeout_s": 600,
 }
+TOOL_CANDIDATES = 2
+"""Candidate plans per user turn on a tool-use task unless the `candidates` option says otherwise: a BFCL run has
+1-8 turns, each its own candidates, and the local models take a minute or more per call there."""
 
 
 class AFlowAdapter(Adapter):
     name = "aflow"
     package = "rootstep-aflow (AFlow operators, reimplemented) on openai"
     version = OPENAI_VERSION
-    agents = ("user", "custom", "answer_generate", "programmer", "sc_ensemble", "test")
+    agents = ("user", "custom", "answer_generate", "programmer", "sc_ensemble", "test", "caller")
     answer_agents = ("sc_ensemble", "test")
     independent_agents = ("custom", "answer_generate")
     step_kinds = {
@@ -67,17 +70,29 @@ class AFlowAdapter(Adapter):
         "programmer": ("agent", "tool"),
         "sc_ensemble": ("agent",),
         "test": ("tool", "agent"),
+        "caller": ("agent", "tool"),
     }
     task_kinds = ("coding", "math", "qa")
+    tool_use = True
     driver = "aflow_driver.py"
     image = AFLOW_IMAGE
 
     def episode_config(self, task: Task) -> dict[str, Any]:
         options = {**DEFAULTS, **self.options}
+        if reads_calls(task) and "candidates" not in self.options:
+            options["candidates"] = TOOL_CANDIDATES
         n = int(options["candidates"])
         if n < 1:
             raise ValueError(f"aflow option candidates={n}: at least one candidate is needed")
         kind = task.kind
+        if reads_calls(task):  # BFCL: plans x n -> sc_ensemble -> caller with the offered functions as tools
+            functions = function_summaries(task)
+            return {**options, "workflow": "tool_use", "tools": "bfcl",
+                    "max_calls_per_turn": int(options.get("max_calls_per_turn", 6)), "problem": "",
+                    "prompts": {"sc_ensemble": render("aflow_sc_ensemble.j2", kind=kind),
+                                "problem": render("aflow_bfcl_problem.j2"), "caller": render("aflow_bfcl_caller.j2"),
+                                "custom": [render("aflow_bfcl_custom.j2", functions=functions, candidate=i, candidates=n)
+                                           for i in range(n)]}}
         paragraphs = task.metadata.get("paragraphs") if kind == "qa" else None
         problem = render("aflow_problem.j2", kind=kind, question=task.prompt, paragraphs=paragraphs or []).rstrip()
         prompts: dict[str, Any] = {"sc_ensemble": render("aflow_sc_ensemble.j2", kind=kind)}

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rootstep.adapters._images import OPENAI2_CLOSURE, OPENAI2_VERSION
-from rootstep.benchmarks import visible_tests
+from rootstep.benchmarks import function_summaries, reads_calls, visible_tests
 from rootstep.adapters.base import Adapter, with_reads
 from rootstep.prompts import render
 from rootstep.sandboxes import AGENT_COMPUTE, ImageSpec
@@ -60,6 +60,12 @@ TITLES: dict[str, dict[str, str]] = {
     "qa": {"math_solver": "Math Solver", "analyst": "Knowledgeable Expert", "programmer": "Programming Expert",
            "inspector": "Critic", "decision": "Final Decision Maker"},
 }
+TOOL_ROLES = ("analyst", "inspector")
+"""The roster on a tool-use task (BFCL multi-turn): a function planner and a plan checker; the decision node calls."""
+TOOL_TITLES = {"analyst": "Function Planner", "inspector": "Plan Checker", "decision": "Final Decision Maker (caller)"}
+TOOL_ROUNDS = 1
+"""Rounds per user turn on a tool-use task unless the `rounds` option says otherwise: a BFCL run has 1-8 turns, each
+its own rounds, and the local models take a minute or more per call there."""
 
 
 class AgentPruneOptions(BaseModel):
@@ -87,6 +93,8 @@ class AgentPruneOptions(BaseModel):
     per_test_timeout_s: float = Field(10.0, gt=0)
     llm_timeout_s: float = Field(600.0, gt=0)
     max_tokens: int | None = Field(None, gt=0)
+    max_calls_per_turn: int = Field(6, ge=1)
+    """On a tool-use task: the decision node's calls per user turn at most (each may ask for several functions)."""
 
 
 def _check_logits(field: str, logits: dict[str, float] | None, roles: list[str], spatial: bool) -> None:
@@ -114,9 +122,10 @@ class AgentPruneAdapter(Adapter):
         "analyst": ("agent",),
         "programmer": ("agent", "tool"),
         "inspector": ("agent",),
-        "decision": ("agent",),
+        "decision": ("agent", "tool"),
     }
     task_kinds = ("coding", "math", "qa")
+    tool_use = True
     driver = "agentprune_driver.py"
     image = AGENTPRUNE_IMAGE
 
@@ -125,31 +134,41 @@ class AgentPruneAdapter(Adapter):
         """Each agent step's inputs, from the edges its driver recorded (`round`, `spatial_from`,
         `temporal_from` in the step's metadata): the task, the outputs of its spatial predecessors in this
         round and of its temporal predecessors in the last round (the programmer's output includes the run
-        of its code, the tool step after it); the decision node reads the last round."""
-        produced: dict[tuple[str, int], list[int]] = {}
-        last: tuple[str, int] | None = None
+        of its code, the tool step after it); the decision node reads the last round. On a tool-use run
+        (steps with `metadata.turn`) the rounds are per user turn: a step reads its turn's request and every call
+        made before it (the calls so far are part of each agent's task), and the decision's later calls in a turn
+        read its earlier ones."""
+        produced: dict[tuple[Any, str, int], list[int]] = {}
+        last: tuple[Any, str, int] | None = None
+        requests: dict[Any, int] = {}
         for step in trajectory.steps:
+            turn = step.metadata.get("turn")
+            if step.kind == "human":
+                requests.setdefault(turn, step.index)
             r = step.metadata.get("round")
             if r is None:
                 continue
             if step.kind == "agent":
-                last = (step.agent, int(r))
-                produced[last] = [step.index]
-            elif step.kind == "tool" and last == (step.agent, int(r)):
+                last = (turn, step.agent, int(r))
+                produced.setdefault(last, []).append(step.index)
+            elif step.kind == "tool" and last == (turn, step.agent, int(r)):
                 produced[last].append(step.index)
-        task = [s.index for s in trajectory.steps if s.kind == "human"][:1]
         out: dict[int, list[int]] = {}
         for step in trajectory.steps:
             r = step.metadata.get("round")
             if step.kind != "agent" or r is None or "spatial_from" not in step.metadata:
                 continue
-            r = int(r)
+            r, turn = int(r), step.metadata.get("turn")
             spatial_round = r - 1 if step.agent == DECISION else r
-            seen = list(task)
+            seen = [requests[turn]] if turn in requests else [s.index for s in trajectory.steps if s.kind == "human"][:1]
+            if turn is not None:
+                seen += [s.index for s in trajectory.steps if s.kind == "tool" and s.index < step.index]
+                if step.agent == DECISION:
+                    seen += produced.get((turn, DECISION, r), [])
             for agent in step.metadata.get("spatial_from") or []:
-                seen += produced.get((agent, spatial_round), [])
+                seen += produced.get((turn, agent, spatial_round), [])
             for agent in step.metadata.get("temporal_from") or []:
-                seen += produced.get((agent, r - 1), [])
+                seen += produced.get((turn, agent, r - 1), [])
             out[step.index] = sorted({i for i in seen if i < step.index})
         return out
 
@@ -162,6 +181,8 @@ class AgentPruneAdapter(Adapter):
 
     def episode_config(self, task: Task) -> dict[str, Any]:
         options = self.settings()
+        if reads_calls(task):
+            return self.tool_config(task, options)
         kind = task.kind
         roles = list(options.roles if options.roles is not None else DEFAULT_ROLES[kind])
         if not roles or len(set(roles)) != len(roles) or any(r not in ROLES for r in roles):
@@ -177,7 +198,7 @@ class AgentPruneAdapter(Adapter):
                        for agent in [*roles, "decision"]},
             **context,
         }
-        config: dict[str, Any] = {**options.model_dump(), "roles": roles, "kind": kind,
+        config: dict[str, Any] = {**options.model_dump(exclude={"max_calls_per_turn"}), "roles": roles, "kind": kind,
                                   "titles": TITLES[kind], "prompts": prompts}
         if kind == "coding":
             config |= {
@@ -187,6 +208,26 @@ class AgentPruneAdapter(Adapter):
                 "visible_tests": visible_tests(task),
             }
         return config
+
+    def tool_config(self, task: Task, options: AgentPruneOptions) -> dict[str, Any]:
+        """The tool-use team (BFCL): `TOOL_ROLES` (or the `roles` option among them) in a graph per user turn, then the
+        decision node with the offered functions as tools, `max_calls_per_turn` of its calls at most per turn."""
+        roles = list(options.roles if options.roles is not None else TOOL_ROLES)
+        if not roles or len(set(roles)) != len(roles) or any(r not in TOOL_ROLES for r in roles):
+            raise ValueError(f"agentprune option roles: {roles} must be distinct names among {', '.join(TOOL_ROLES)} "
+                             f"on a tool-use task ({task.benchmark})")
+        _check_logits("spatial_logits", options.spatial_logits, roles, spatial=True)
+        _check_logits("temporal_logits", options.temporal_logits, roles, spatial=False)
+        functions = function_summaries(task)
+        prompts: dict[str, Any] = {
+            "task": render("agentprune_bfcl_task.j2"),
+            "system": {agent: render(f"agentprune_bfcl_{agent}.j2", functions=functions) for agent in [*roles, DECISION]},
+            **{part: render("agentprune_context.j2", part=part, kind=task.kind)
+               for part in ("spatial", "temporal", "final", "peer", "execution")},
+        }
+        rounds = options.rounds if "rounds" in options.model_fields_set else TOOL_ROUNDS
+        return {**options.model_dump(), "rounds": rounds, "roles": roles, "kind": task.kind, "titles": TOOL_TITLES,
+                "prompts": prompts, "tools": "bfcl", "max_calls_per_turn": options.max_calls_per_turn}
 
     def _episode(self, task: Task, ctx: Any, server: Any, sandbox: Any, verifier: Any,
                  parent: Trajectory | None, until_turn: int | None = None) -> Trajectory:

@@ -277,6 +277,23 @@ def test_adapter_options_are_validated():
     assert cfg["roles"] == ["programmer", "inspector"] and set(cfg["prompts"]["system"]) == {"programmer", "inspector", "decision"}
 
 
+def test_tool_use_config_on_a_bfcl_task():
+    from rootstep.adapters import get_adapter
+    from rootstep.benchmarks import load_tasks
+
+    bfcl = load_tasks("bfcl", limit=1)[0]
+    cfg = get_adapter("agentprune").episode_config(bfcl)
+    assert (cfg["tools"], cfg["roles"], cfg["rounds"], cfg["max_calls_per_turn"]) == ("bfcl", ["analyst", "inspector"], 1, 6)
+    assert set(cfg["prompts"]["system"]) == {"analyst", "inspector", "decision"}
+    assert "- mkdir(dir_name): " in cfg["prompts"]["system"]["analyst"]  # the functions, named for the planners
+    assert "${request}" in cfg["prompts"]["task"] and "${results}" in cfg["prompts"]["task"]
+    assert get_adapter("agentprune", rounds=2).episode_config(bfcl)["rounds"] == 2  # an explicit option stands
+    with pytest.raises(ValueError, match=r"roles: \['programmer'\] must be distinct names among analyst, inspector"):
+        get_adapter("agentprune", roles=["programmer"]).episode_config(bfcl)
+    # the option is the tool-use team's alone: another task's config (and its hash) does not carry it
+    assert "max_calls_per_turn" not in get_adapter("agentprune").episode_config(add_task())
+
+
 # --------------------------------------------------------------------------------------------- Docker
 
 RIGHT = "Here is the implementation.\n```python\ndef add(a, b):\n    return a + b\n```"

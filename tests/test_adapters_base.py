@@ -138,12 +138,13 @@ def test_a_tool_use_task_runs_only_on_a_framework_with_a_tool_use_team():
     from rootstep.benchmarks import load_tasks
 
     bfcl = load_tasks("bfcl", limit=1)[0]
-    for name in ("ag2", "smolagents", "owl", "metagpt"):
+    for name in ("ag2", "smolagents", "owl", "metagpt", "agentprune", "aflow"):
         assert adapter_class(name).cannot_run(bfcl) is None
-    assert adapter_class("aflow").cannot_run(bfcl) == (
-        "the aflow adapter has no tool-use team for bfcl tasks (adapters with one: ag2, metagpt, owl, smolagents)")
+    without = type("NoToolsAdapter", (adapter_class("ag2"),), {"name": "notools", "tool_use": False})
+    assert without.cannot_run(bfcl) == ("the notools adapter has no tool-use team for bfcl tasks (adapters with one: "
+                                        "aflow, ag2, agentprune, metagpt, owl, smolagents)")
     with pytest.raises(ValueError, match="no tool-use team for bfcl tasks"):
-        get_adapter("agentprune").run(bfcl, "scripted/x")
+        without().run(bfcl, "scripted/x")
     assert adapter_class("ag2").cannot_run(add_task()) is None
 
 

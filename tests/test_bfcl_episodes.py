@@ -316,8 +316,9 @@ def owl_instructor(task: Task):
     return reply
 
 
-def owl_assistant(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
-    """A scripted OWL assistant: the instructed turn's calls in one response; once their results are back, a line."""
+def turn_caller(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
+    """A scripted caller that reads its turn from the request its last user message quotes (OWL's assistant, the
+    AgentPrune decision node): that turn's calls in one response; once their results are back, a line."""
     turns = task.metadata["turns"]
 
     def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
@@ -334,9 +335,9 @@ def owl_assistant(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
 @pytest.fixture(scope="module")
 def owl_env(tmp_path_factory, docker_sandbox, task):
     yield from scripted_env("owl", tmp_path_factory, docker_sandbox, {
-        "bfcl-owl-instructor": owl_instructor(task), "bfcl-owl-assistant-right": owl_assistant(task, {}),
-        "bfcl-owl-assistant-wrong": owl_assistant(task, {0: wrong_first_turn(task)}),
-        "bfcl-owl-assistant-clumsy": owl_assistant(task, {0: clumsy_first_turn(task)})})
+        "bfcl-owl-instructor": owl_instructor(task), "bfcl-owl-assistant-right": turn_caller(task, {}),
+        "bfcl-owl-assistant-wrong": turn_caller(task, {0: wrong_first_turn(task)}),
+        "bfcl-owl-assistant-clumsy": turn_caller(task, {0: clumsy_first_turn(task)})})
 
 
 
@@ -410,5 +411,97 @@ def test_metagpt_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correc
     assert_exact_replay(metagpt_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
     step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
     fixed = metagpt_env["adapter"].replay(failed, Intervention(
+        run_id=failed.id, step=step.index, new_content="", tool_calls=tool_calls(task, task.metadata["ground_truth_calls"][0])))
+    assert fixed.verdict.success, fixed.verdict.details
+
+
+# ------------------------------------------------------------------------------------ AgentPrune
+
+
+@pytest.fixture(scope="module")
+def agentprune_env(tmp_path_factory, docker_sandbox, task):
+    yield from scripted_env("agentprune", tmp_path_factory, docker_sandbox, {
+        "bfcl-ap-planner": lambda m, p: PLAN, "bfcl-ap-decision-right": turn_caller(task, {}),
+        "bfcl-ap-decision-wrong": turn_caller(task, {0: wrong_first_turn(task)}),
+        "bfcl-ap-decision-clumsy": turn_caller(task, {0: clumsy_first_turn(task)})})
+
+
+def test_agentprune_graph_whose_decision_makes_the_ground_truth_calls_passes(agentprune_env, task):
+    t = team_run(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-right")
+    assert t.verdict.success, t.verdict.details
+    gt = task.metadata["ground_truth_calls"]
+    assert [(s.agent, s.metadata["turn"]) for s in t.steps if s.kind == "human"] == [("user", n) for n in range(len(gt))]
+    # per turn: the request, the graph's agents (one round), the decision's calls, a tool step per call, its line
+    per_turn = [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0]
+    order = t.metadata["agentprune"]["round_graphs"][0]["order"]
+    assert sorted(order) == ["analyst", "inspector"]
+    assert per_turn == [("user", "human"), *[(a, "agent") for a in order], ("decision", "agent"),
+                        *[("decision", "tool")] * len(gt[0]), ("decision", "agent")]
+    assert_calls_are_tool_steps(t, task, "decision")
+    assert t.final_answer == calls_answer_of(task, gt)
+    # what each step read: its turn's request, the calls before it, its predecessors; the decision its own calls too
+    turn1 = next(s for s in t.steps if s.kind == "human" and s.metadata["turn"] == 1)
+    first_agent = next(s for s in t.steps if s.kind == "agent" and s.metadata["turn"] == 1)
+    assert first_agent.metadata["reads"] == sorted([turn1.index, *(s.index for s in t.steps[:turn1.index] if s.kind == "tool")])
+    closing = [s for s in t.steps if s.agent == "decision" and s.kind == "agent" and s.metadata["turn"] == 0][-1]
+    asking = [s for s in t.steps if s.agent == "decision" and s.kind == "agent" and s.metadata["turn"] == 0][0]
+    assert asking.index in closing.metadata["reads"]
+    assert {s.index for s in t.steps if s.kind == "tool" and s.metadata["turn"] == 0} <= set(closing.metadata["reads"])
+
+
+def test_agentprune_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(agentprune_env, task):
+    failed = team_run(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-wrong")
+    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
+    assert_exact_replay(agentprune_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
+    step = next(s for s in failed.steps if s.agent == "decision" and s.tool_calls)
+    fixed = agentprune_env["adapter"].replay(failed, Intervention(
+        run_id=failed.id, step=step.index, new_content="", tool_calls=tool_calls(task, task.metadata["ground_truth_calls"][0])))
+    assert fixed.verdict.success, fixed.verdict.details
+
+
+def test_agentprune_unknown_functions_and_unfit_arguments_are_refused_and_not_run(agentprune_env, task):
+    t = team_run(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-clumsy")
+    refused = [s for s in t.steps if s.kind == "tool" and not s.metadata["executed"]]
+    assert [s.tool_calls[0]["name"] for s in refused] == ["rm_rf", "mkdir"]
+    assert "no function named 'rm_rf' is available" in refused[0].content
+    assert "bad arguments for mkdir: missing a required argument: 'dir_name'" in refused[1].content
+    assert t.verdict.success, t.verdict.details
+
+
+# ------------------------------------------------------------------------------------ AFlow
+
+
+def aflow_plans(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+    """Scripted plan candidates and ScEnsemble: a plan; the letter A when asked to choose."""
+    return "<thought>Both plans agree.</thought>\n<solution_letter>A</solution_letter>" if (
+        "<solution_letter>" in _content(messages[-1])) else PLAN
+
+
+@pytest.fixture(scope="module")
+def aflow_env(tmp_path_factory, docker_sandbox, task):
+    yield from scripted_env("aflow", tmp_path_factory, docker_sandbox, {
+        "bfcl-af-plans": aflow_plans, "bfcl-af-caller-right": turn_caller(task, {}),
+        "bfcl-af-caller-wrong": turn_caller(task, {0: wrong_first_turn(task)})})
+
+
+def test_aflow_workflow_whose_caller_makes_the_ground_truth_calls_passes(aflow_env, task):
+    t = team_run(aflow_env, task, "bfcl-af-plans", "caller", "bfcl-af-caller-right")
+    assert t.verdict.success, t.verdict.details
+    gt = task.metadata["ground_truth_calls"]
+    assert [(s.agent, s.metadata["turn"]) for s in t.steps if s.kind == "human"] == [("user", n) for n in range(len(gt))]
+    # per turn: the request, two candidate plans, ScEnsemble's choice, the caller's calls, a tool step per call, a line
+    per_turn = [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0]
+    assert per_turn == [("user", "human"), ("custom", "agent"), ("custom", "agent"), ("sc_ensemble", "agent"),
+                        ("caller", "agent"), *[("caller", "tool")] * len(gt[0]), ("caller", "agent")]
+    assert_calls_are_tool_steps(t, task, "caller")
+    assert t.final_answer == calls_answer_of(task, gt)
+
+
+def test_aflow_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(aflow_env, task):
+    failed = team_run(aflow_env, task, "bfcl-af-plans", "caller", "bfcl-af-caller-wrong")
+    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
+    assert_exact_replay(aflow_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
+    step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
+    fixed = aflow_env["adapter"].replay(failed, Intervention(
         run_id=failed.id, step=step.index, new_content="", tool_calls=tool_calls(task, task.metadata["ground_truth_calls"][0])))
     assert fixed.verdict.success, fixed.verdict.details

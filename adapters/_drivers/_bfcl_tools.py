@@ -19,6 +19,7 @@ import importlib
 import inspect
 import json
 import re
+import time
 from typing import Any
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -192,3 +193,32 @@ def in_order(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             meta["asked_by"] = position.get(meta.pop("asked_by_index"))
         out.append({**s, "metadata": meta})
     return out
+
+
+def calling_loop(recorder: Any, server: ToolServer, agent: str, role: str, messages: list[dict[str, Any]], turn: int,
+                 max_calls: int, **metadata: Any) -> None:
+    """An agent with the offered functions as OpenAI tools, on a driver's `StepRecorder` (`recorder`: its `client`,
+    `request`, `add`, `add_step`): each of its calls is an `agent` step holding the calls it asked for, each asked
+    call a `tool` step of `agent` right after it (run on `server`, or refused), its result the next message; until it
+    answers without a call or has been called `max_calls` times. `metadata` goes on its agent steps (with `turn`)."""
+    for _ in range(max_calls):
+        started = time.time()
+        reply = recorder.client(agent).chat.completions.create(
+            **recorder.request(messages), tools=openai_tools(server.offered), tool_choice="auto")
+        message = reply.choices[0].message
+        calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                 for c in message.tool_calls or []]
+        asker = recorder.add(agent, "agent", role, message.content or "", started, tool_calls=calls,
+                             metadata={"turn": turn, **metadata})
+        if not calls:
+            return
+        messages.append({"role": "assistant", "content": message.content or "", "tool_calls": calls})
+        for call in calls:
+            name, raw = call["function"]["name"], call["function"]["arguments"]
+            try:
+                arguments = json.loads(raw or "{}")
+            except json.JSONDecodeError:
+                arguments = raw
+            told, record = server.call(name, arguments, asker["index"])
+            recorder.add_step(tool_step(agent, turn, told, name, arguments, record, asked_by=asker["index"]), time.time())
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": told})

@@ -184,10 +184,15 @@ class StepRecorder:
         self.steps.append(step)
         return step
 
-    def chat(self, agent: str, messages: list[dict[str, str]], role: str,
-             metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """One LLM call of `agent` (temperature, max_tokens and timeout from the config) -> one `agent`
-        step whose content is the answer; (the answer, the step)."""
+    def add_step(self, step: dict[str, Any], started: float) -> dict[str, Any]:
+        """Append a step built elsewhere (a tool step: `_bfcl_tools.tool_step`) at the next index."""
+        step = {"index": len(self.steps), "started_at": started, **step}
+        step.setdefault("metadata", {})
+        self.steps.append(step)
+        return step
+
+    def client(self, agent: str) -> Any:
+        """`agent`'s OpenAI client, at its own gateway route (made once)."""
         from openai import OpenAI
 
         if agent not in self._clients:
@@ -197,12 +202,22 @@ class StepRecorder:
                 max_retries=0,  # the gateway retries the provider; a client retry would be a second call
                 timeout=float(self.cfg.get("llm_timeout_s", 600)),
             )
+        return self._clients[agent]
+
+    def request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """A chat-completion request's arguments: the messages, with temperature and max_tokens from the config."""
         kwargs: dict[str, Any] = {"model": self.cfg.get("model_alias", "rootstep"), "messages": messages,
                                   "temperature": self.cfg.get("temperature", 0)}
         if self.cfg.get("max_tokens"):
             kwargs["max_tokens"] = int(self.cfg["max_tokens"])
+        return kwargs
+
+    def chat(self, agent: str, messages: list[dict[str, str]], role: str,
+             metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """One LLM call of `agent` (temperature, max_tokens and timeout from the config) -> one `agent`
+        step whose content is the answer; (the answer, the step)."""
         started = time.time()
-        response = self._clients[agent].chat.completions.create(**kwargs)
+        response = self.client(agent).chat.completions.create(**self.request(messages))
         text = response.choices[0].message.content or ""
         return text, self.add(agent, "agent", role, text, started, metadata=metadata)
 

@@ -186,14 +186,14 @@ class Workflow(_episode.StepRecorder):
 
     # ------------------------------------------------------------------ operators
 
-    def sc_ensemble(self, solutions: list[str]) -> int:
+    def sc_ensemble(self, solutions: list[str], **metadata: Any) -> int:
         """ScEnsemble: one call choosing the most consistent solution by letter; its index.
         An answer without a valid letter falls back to A (said in the step's metadata)."""
         letters = [chr(65 + i) for i in range(len(solutions))]
         listing = "\n\n".join(f"{letter}:\n{solution}" for letter, solution in zip(letters, solutions))
         text, step = self.call("sc_ensemble", "ScEnsemble",
                                fill(self.prompts["sc_ensemble"], "sc_ensemble", problem=self.problem, solutions=listing),
-                               letters=letters)
+                               letters=letters, **metadata)
         raw = xml_field(text, "solution_letter")
         match = re.search(r"\b([A-Z])\b", raw or "")
         letter = match.group(1) if match else None
@@ -328,6 +328,57 @@ class Workflow(_episode.StepRecorder):
         return self.choose(self.answers())
 
 
+class ToolWorkflow(Workflow):
+    """A BFCL multi-turn episode as an AFlow workflow, per user turn: custom x N (candidate plans of calls) ->
+    sc_ensemble (the most consistent plan) -> caller, the function-calling operator, with the offered functions as
+    tools on the sandbox's tool server (`_bfcl_tools.calling_loop`: each call a `tool` step of the caller)."""
+
+    def __init__(self, episode: dict[str, Any]):
+        import _bfcl_tools
+
+        super().__init__(episode)
+        self.server = _bfcl_tools.ToolServer(episode["task"])
+
+    def turn_problem(self, request: str, limit: int = 12) -> str:
+        made = [f"- {r['call']} -> {r['result'][:300]}" for r in self.server.calls[-limit:]]
+        return fill(self.prompts["problem"], "problem", request=request,
+                    results="\n".join(made) or "(no function called yet)").rstrip()
+
+    def turn(self, turn: int, request: str) -> None:
+        import _bfcl_tools
+
+        self.problem = self.turn_problem(request)
+        plans = [self.call("custom", "CustomPlan", fill(template, "custom", problem=self.problem), candidate=index,
+                           turn=turn)[0] for index, template in enumerate(self.prompts["custom"])]
+        chosen = self.sc_ensemble(plans, turn=turn) if len(plans) > 1 else 0
+        messages = [{"role": "user", "content": fill(self.prompts["caller"], "caller", problem=self.problem,
+                                                     plan=plans[chosen].strip())}]
+        _bfcl_tools.calling_loop(self, self.server, "caller", "CallFunctions", messages, turn,
+                                 int(self.cfg.get("max_calls_per_turn", 6)))
+
+    def tool_use(self) -> None:
+        import _bfcl_tools
+
+        for turn, request in _bfcl_tools.turns_to_run(self.episode):
+            self.server.start_turn(turn)  # miss_func: a held-back function is offered from its turn on
+            self.add("user", "human", "user", request, time.time(),
+                     metadata={"turn": turn, **({"workflow": "tool_use"} if turn == 0 else {})})
+            self.turn(turn, request)
+
+
+def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
+    import openai
+
+    flow = ToolWorkflow(episode)
+
+    def collected() -> dict[str, Any]:
+        final = next((s["content"] for s in reversed(flow.steps) if s["agent"] == "caller" and s["kind"] == "agent"
+                      and s["content"]), None)
+        return {"steps": list(flow.steps), "final_answer": final, "framework_version": openai.__version__}
+
+    return _episode.kept_steps(flow.tool_use, collected)
+
+
 def run(episode: dict[str, Any]) -> dict[str, Any]:
     import openai
 
@@ -348,4 +399,4 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    _episode.main(run)
+    _episode.main(lambda episode: run_tools(episode) if episode["config"].get("tools") else run(episode))

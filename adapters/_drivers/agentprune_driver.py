@@ -466,10 +466,10 @@ class Episode(_episode.StepRecorder):
         return fill(self.prompts["execution"], "execution", report=report), step
 
     def message(self, spatial: list[tuple[str, str]], temporal: list[tuple[str, str]],
-                spatial_header: str = "spatial") -> str:
-        """The user message: the task, then the outputs of the spatial predecessors (this round) and of
-        the temporal predecessors (last round), each section only when it has any."""
-        parts = [self.prompts["task"].rstrip()]
+                spatial_header: str = "spatial", task: str | None = None) -> str:
+        """The user message: the task (`task`, default the episode's), then the outputs of the spatial predecessors
+        (this round) and of the temporal predecessors (last round), each section only when it has any."""
+        parts = [(self.prompts["task"] if task is None else task).rstrip()]
         for header, infos in ((spatial_header, spatial), ("temporal", temporal)):
             if infos:
                 shown = [fill(self.prompts["peer"], "peer", agent=name, title=self.titles[name],
@@ -501,19 +501,91 @@ class Episode(_episode.StepRecorder):
         return text
 
 
-def run(episode: dict[str, Any]) -> dict[str, Any]:
-    import openai
+class ToolEpisode(Episode):
+    """A BFCL multi-turn episode as an AgentPrune graph: for each user turn the agents' rounds (the turn's request
+    and the calls made so far as their task), then the `decision` node, the team's tool-executing agent, with the
+    offered functions as tools: it calls them on the sandbox's tool server until it answers in text (each call a
+    `tool` step of the decision after the step that asked for it), `max_calls_per_turn` of its calls at most."""
 
-    cfg = episode["config"]
+    def __init__(self, episode: dict[str, Any]):
+        import _bfcl_tools
+
+        super().__init__(episode)
+        self.server = _bfcl_tools.ToolServer(episode["task"])
+        self.turn = 0
+
+    def results(self, limit: int = 12) -> str:
+        made = [f"- {r['call']} -> {r['result'][:300]}" for r in self.server.calls[-limit:]]
+        return "\n".join(made) or "(no function called yet)"
+
+    def turn_task(self, request: str) -> str:
+        return fill(self.prompts["task"], "task", request=request, results=self.results())
+
+    def decide(self, request: str, inputs: list[tuple[str, str]]) -> None:
+        import _bfcl_tools
+
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.prompts["system"][DECISION]},
+            {"role": "user", "content": self.message(inputs, [], spatial_header="final", task=self.turn_task(request))}]
+        _bfcl_tools.calling_loop(self, self.server, DECISION, self.titles[DECISION], messages, self.turn,
+                                 int(self.cfg.get("max_calls_per_turn", 6)), round=int(self.cfg["rounds"]),
+                                 spatial_from=[a for a, _ in inputs], temporal_from=[])
+
+    def run_turns(self, plan: dict[str, Any]) -> None:
+        import _bfcl_tools
+
+        for turn, request in _bfcl_tools.turns_to_run(self.episode):
+            self.turn = turn
+            self.server.start_turn(turn)  # miss_func: a held-back function is offered from its turn on
+            self.add("user", "human", "user", request, time.time(), metadata={"turn": turn, **({"graph": plan} if turn == 0 else {})})
+            previous: dict[str, str] = {}
+            for graph in plan["round_graphs"]:
+                current: dict[str, str] = {}
+                for agent in graph["order"]:
+                    spatial = [(p, current[p]) for p in predecessors(graph["spatial"], agent, self.agents)]
+                    temporal = [(p, previous[p]) for p in predecessors(graph["temporal"], agent, self.agents)
+                                if p in previous]
+                    text, _ = self.call(agent, self.message(spatial, temporal, task=self.turn_task(request)),
+                                        turn=turn, round=graph["round"], spatial_from=[p for p, _ in spatial],
+                                        temporal_from=[p for p, _ in temporal])
+                    current[agent] = text
+                previous = current
+            self.decide(request, [(a, previous[a]) for a in self.agents])
+
+
+def schedule(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The episode's communication plan (`build_schedule`) from its config; its roles checked."""
     unknown = [a for a in cfg["roles"] if a not in ROLES]
     if unknown:
         raise ValueError(f"episode.json config.roles: {unknown} are not agentprune roles ({', '.join(ROLES)})")
-    plan = build_schedule(
+    return build_schedule(
         list(cfg["roles"]), seed=int(cfg["seed"]), rounds=int(cfg["rounds"]),
         pruning_ratio=float(cfg["pruning_ratio"]), spatial_probability=float(cfg["spatial_probability"]),
         temporal_probability=float(cfg["temporal_probability"]), edge_temperature=float(cfg["edge_temperature"]),
         spatial_logits=cfg.get("spatial_logits"), temporal_logits=cfg.get("temporal_logits"),
     )
+
+
+def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
+    import openai
+
+    cfg = episode["config"]
+    plan = schedule(cfg)
+    graph = ToolEpisode(episode)
+
+    def collected() -> dict[str, Any]:
+        final = next((s["content"] for s in reversed(graph.steps) if s["agent"] == DECISION and s["kind"] == "agent"
+                      and s["content"]), None)
+        return {"steps": list(graph.steps), "final_answer": final, "framework_version": openai.__version__}
+
+    return _episode.kept_steps(lambda: graph.run_turns(plan), collected)
+
+
+def run(episode: dict[str, Any]) -> dict[str, Any]:
+    import openai
+
+    cfg = episode["config"]
+    plan = schedule(cfg)
     graph = Episode(episode)
     graph.add("user", "human", "task", cfg["prompts"]["task"], time.time(), metadata={"graph": plan})
     result: dict[str, Any] = {"steps": graph.steps, "final_answer": None, "framework_version": openai.__version__}
@@ -527,4 +599,4 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    _episode.main(run)
+    _episode.main(lambda episode: run_tools(episode) if episode["config"].get("tools") else run(episode))
