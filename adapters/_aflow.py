@@ -14,6 +14,7 @@ the `openai` client.
 | `programmer` | Programmer: writes `solve()` (`agent`), runs it in the container (`tool`), retries with the error | `agent`, `tool` | one per `agent` step |
 | `sc_ensemble` | ScEnsemble: picks the most consistent candidate by letter | `agent` | one |
 | `test` | Test: runs the task's visible tests in the container (`tool`), asks for a fix on failure (`agent`) | `tool`, `agent` | one per `agent` step |
+| `caller` | tool-use tasks: calls the offered functions following the chosen plan (`agent`), each call run on the tool server (`tool`) | `agent`, `tool` | one per `agent` step |
 
 Workflows (fixed graph, fixed candidate count, temperature 0; calls are made one at a time):
 - coding: custom x N -> sc_ensemble -> test (run visible tests; on failure reflect and fix; up to
@@ -22,6 +23,10 @@ Workflows (fixed graph, fixed candidate count, temperature 0; calls are made one
   sc_ensemble over the N answers and the program's result. The answer is the chosen `<answer>`.
 - qa: answer_generate x N -> sc_ensemble. The problem shows the task's context paragraphs when it has
   them (as AFlow's HotpotQA set-up does). The answer is the chosen `<answer>`.
+- tool_use (BFCL multi-turn, `tool_use`), per user turn (a `human` step): custom x N candidate plans of calls
+  (`TOOL_CANDIDATES` unless `candidates` is set) -> sc_ensemble -> `caller`, a function-calling operator with the
+  offered functions as OpenAI tools: each call it asks for is a `tool` step of `caller` after its step, run on the
+  sandbox's tool server, until it answers in text (`max_calls_per_turn` of its calls at most).
 
 Visible tests are only what the task's prompt itself shows: its `assert` lines (MBPP, MBPP+) and its
 doctest examples (HumanEval), never the benchmark's hidden tests.

@@ -13,7 +13,7 @@ pruning and the rounds are implemented in `_drivers/agentprune_driver.py` (stand
 | `analyst` | Algorithm Designer (coding), Mathematical Analyst (math), Knowledgeable Expert (qa) | `agent` | one per step |
 | `programmer` | Programming Expert: its code is run in the container after each answer | `agent`, then `tool` | one per `agent` step |
 | `inspector` | Test Analyst (coding), Inspector (math), Critic (qa) | `agent` | one per step |
-| `decision` | the final decision node: sees every agent's last output, gives the answer | `agent` (last step) | one |
+| `decision` | the final decision node: sees every agent's last output, gives the answer (on a tool-use task: calls the functions) | `agent` (last step); `tool` on a tool-use task | one (per call on a tool-use task) |
 
 Rosters (option `roles`): coding analyst, programmer, inspector; math math_solver, analyst, programmer,
 inspector; qa analyst, math_solver, inspector. The graph: spatial edges (within a round, a->b: b runs
@@ -27,6 +27,12 @@ metadata `graph`). Calls are made one at a time, in each round's topological ord
 Coding tasks: the programmer's code runs against the task's visible tests (the `assert` lines and
 doctest examples its prompt shows, never the hidden tests); math/qa: the program runs and its printed
 output is shown. The final answer is the decision's answer (for qa, the span after its last `Answer:`).
+
+Tool-use tasks (BFCL multi-turn, `tool_use`): each user turn is a `human` step and runs the graph (`TOOL_ROLES`:
+`analyst`, a function planner, and `inspector`, a plan checker, told the functions, the turn's request and the calls
+made so far; `TOOL_ROUNDS` rounds unless `rounds` is set), then the `decision` node, the team's tool-executing agent,
+with the offered functions as OpenAI tools: each call it asks for is a `tool` step of `decision` after its step, run
+on the sandbox's tool server, until it answers in text (`max_calls_per_turn` of its calls at most).
 """
 
 from __future__ import annotations

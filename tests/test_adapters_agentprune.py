@@ -506,3 +506,23 @@ def test_who_reads_whom_from_a_real_run():
     # a framework whose agents share one chat keeps its steps as they are
     chat = run.model_copy(update={"framework": "ag2"})
     assert with_adapter_reads(chat) is chat
+
+
+def test_an_episode_cut_by_its_time_limit_is_kept_as_a_failure_with_the_steps_it_made(env, docker_sandbox):
+    """The decision node never answers within the episode's 40 s: the driver reports the graph's steps made so far
+    before the sandbox's limit, and the run is a failure for the time limit, not a run lost and retried."""
+    import time
+
+    from rootstep.adapters import get_adapter
+    from rootstep.adapters.base import default_verifier
+    from rootstep.gateway import register_script
+
+    register_script("ap-test-decision-asleep", lambda m, p: (time.sleep(45), "Final code: none")[1])
+    adapter = get_adapter("agentprune", gateway=env["server"], verifier=default_verifier(docker_sandbox), timeout_s=40)
+    t = adapter.run(add_task(), "scripted/ap-test-analyst",
+                    agent_models={**_models(), "decision": "scripted/ap-test-decision-asleep"})
+    assert t.verdict.success is False and t.verdict.details == {"failure": "time limit", "time_limit_s": 40.0}
+    assert t.metadata["error"] == "time limit: the episode was cut after 40 s"
+    made = _shape(t)
+    assert made[0] == ("user", "human") and ("decision", "agent") not in made
+    assert made.count(("programmer", "tool")) == made.count(("programmer", "agent")) >= 1

@@ -386,16 +386,15 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
     cfg = episode["config"]
     flow.add("user", "human", "task", cfg["problem"], time.time(),
              metadata={"workflow": cfg["workflow"], "visible_tests": len(cfg.get("visible_tests") or [])})
-    result: dict[str, Any] = {"steps": flow.steps, "final_answer": None, "framework_version": openai.__version__}
-    try:
-        workflows = {"coding": flow.coding, "math": flow.math, "qa": flow.qa}
-        if cfg["workflow"] not in workflows:
-            raise ValueError(f"episode.json config.workflow {cfg['workflow']!r} is not one of {sorted(workflows)}")
+    result: dict[str, Any] = {"final_answer": None, "framework_version": openai.__version__}
+    workflows = {"coding": flow.coding, "math": flow.math, "qa": flow.qa}
+    if cfg["workflow"] not in workflows:
+        raise ValueError(f"episode.json config.workflow {cfg['workflow']!r} is not one of {sorted(workflows)}")
+
+    def work() -> None:
         result["final_answer"] = workflows[cfg["workflow"]]()
-    except Exception as exc:  # noqa: BLE001 - the steps so far are still the trajectory
-        exc.rootstep_partial = result  # type: ignore[attr-defined]
-        raise
-    return result
+
+    return _episode.kept_steps(work, lambda: {**result, "steps": list(flow.steps)})
 
 
 if __name__ == "__main__":

@@ -588,14 +588,12 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
     plan = schedule(cfg)
     graph = Episode(episode)
     graph.add("user", "human", "task", cfg["prompts"]["task"], time.time(), metadata={"graph": plan})
-    result: dict[str, Any] = {"steps": graph.steps, "final_answer": None, "framework_version": openai.__version__}
-    try:
-        decision = graph.run(plan)
-        result["final_answer"] = final_answer_of(graph.kind, decision)
-    except Exception as exc:  # noqa: BLE001 - the steps so far are still the trajectory
-        exc.rootstep_partial = result  # type: ignore[attr-defined]
-        raise
-    return result
+    result: dict[str, Any] = {"final_answer": None, "framework_version": openai.__version__}
+
+    def work() -> None:
+        result["final_answer"] = final_answer_of(graph.kind, graph.run(plan))
+
+    return _episode.kept_steps(work, lambda: {**result, "steps": list(graph.steps)})
 
 
 if __name__ == "__main__":

@@ -159,12 +159,8 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
         return {"steps": steps, "final_answer": final, "framework_version": metagpt.__version__
                 if hasattr(metagpt, "__version__") else "0.8.2"}
 
-    try:
-        asyncio.run(team.run(n_round=cfg.get("n_round", 12), idea=task, auto_archive=False))
-    except Exception as exc:  # noqa: BLE001 - the steps so far are still the trajectory
-        exc.rootstep_partial = result()  # type: ignore[attr-defined]
-        raise
-    return result()
+    return _episode.kept_steps(lambda: asyncio.run(team.run(n_round=cfg.get("n_round", 12), idea=task, auto_archive=False)),
+                               result)
 
 
 def run_tools(episode: dict[str, Any]) -> dict[str, Any]:

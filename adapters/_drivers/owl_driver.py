@@ -421,16 +421,17 @@ def run(episode: dict[str, Any]) -> dict[str, Any]:
         return {"steps": sorted(recorder.steps, key=lambda s: s["index"]), "final_answer": final,
                 "framework_version": camel.__version__}
 
-    try:
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
         done = asyncio.run(workforce.process_task_async(main_task))
-    except Exception as exc:  # noqa: BLE001 - the steps so far are still the trajectory
-        exc.rootstep_partial = result(main_task.result)  # type: ignore[attr-defined]
-        raise
-    recorder.steps[0].setdefault("metadata", {})["subtasks"] = [
-        {"id": sub.id, "state": str(getattr(sub.state, "value", sub.state)), "worker": sub.assigned_worker_id}
-        for sub in done.subtasks
-    ]
-    return result(done.result)
+        recorder.steps[0].setdefault("metadata", {})["subtasks"] = [
+            {"id": sub.id, "state": str(getattr(sub.state, "value", sub.state)), "worker": sub.assigned_worker_id}
+            for sub in done.subtasks
+        ]
+        outcome["done"] = done
+
+    return _episode.kept_steps(work, lambda: result(outcome["done"].result if "done" in outcome else main_task.result))
 
 
 def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
