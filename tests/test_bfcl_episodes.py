@@ -94,6 +94,43 @@ def team_run(env, task: Task, first: str, role: str, script: str):
     return t
 
 
+def passing_run(env, task: Task, first: str, role: str, script: str, turn_0: list[tuple[str, str]] | None = None):
+    """The team whose `role` (scripted `script`) makes the ground-truth calls: it passes, each user turn a `user`
+    `human` step, every call a tool step after the `role` step that asked for it; its first turn's steps are `turn_0`
+    (agent, kind) when given. The run."""
+    t = team_run(env, task, first, role, script)
+    assert t.verdict.success, t.verdict.details
+    gt = task.metadata["ground_truth_calls"]
+    assert [(s.agent, s.metadata["turn"]) for s in t.steps if s.kind == "human"] == [("user", n) for n in range(len(gt))]
+    if turn_0 is not None:
+        assert [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0] == turn_0
+    assert_calls_are_tool_steps(t, task, role)
+    return t
+
+
+def assert_clumsy_calls_refused(env, task: Task, first: str, role: str, script: str, unknown_says: str) -> None:
+    """The team whose `role` first calls an unknown function and one with unfit arguments (`clumsy_first_turn`): both
+    get a tool error (the unknown one's says `unknown_says`) and are not run; the ground-truth calls after them pass."""
+    t = team_run(env, task, first, role, script)
+    refused = [s for s in t.steps if s.kind == "tool" and not s.metadata["executed"]]
+    assert [s.tool_calls[0]["name"] for s in refused] == ["rm_rf", "mkdir"]
+    assert "rm_rf" in refused[0].content and unknown_says in refused[0].content
+    assert "bad arguments for mkdir: missing a required argument: 'dir_name'" in refused[1].content
+    assert t.verdict.success, t.verdict.details
+
+
+def assert_wrong_turn_fails_replays_and_flips(env, task: Task, first: str, role: str, script: str) -> None:
+    """The team whose `role` (scripted `script`) makes one wrong call at turn 0 fails there on the state check, replays
+    exactly, and the correction of that call at its step (`Intervention.tool_calls`) flips the run."""
+    failed = team_run(env, task, first, role, script)
+    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
+    assert_exact_replay(env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
+    step = next(s for s in failed.steps if s.agent == role and s.tool_calls)
+    fixed = env["adapter"].replay(failed, Intervention(
+        run_id=failed.id, step=step.index, new_content="", tool_calls=tool_calls(task, task.metadata["ground_truth_calls"][0])))
+    assert fixed.verdict.success, fixed.verdict.details
+
+
 @pytest.fixture(scope="module")
 def task() -> Task:
     return load_tasks("bfcl", limit=1)[0]  # 4 turns over the file system: cd, mkdir, mv, grep, sort, diff
@@ -342,16 +379,11 @@ def owl_env(tmp_path_factory, docker_sandbox, task):
 
 
 def test_owl_pair_that_makes_the_ground_truth_calls_passes_with_every_call_a_tool_step(owl_env, task):
-    t = team_run(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-right")
-    assert t.verdict.success, t.verdict.details
     gt = task.metadata["ground_truth_calls"]
-    humans = [s for s in t.steps if s.kind == "human"]
-    assert [(s.agent, s.metadata["turn"]) for s in humans] == [("user", turn) for turn in range(len(gt))]
     # per turn: the request, the instruction, the assistant's calls, a tool step per call, its line, TASK_DONE
-    per_turn = [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0]
-    assert per_turn == [("user", "human"), ("instructor", "agent"), ("assistant", "agent"),
-                        *[("tools", "tool")] * len(gt[0]), ("assistant", "agent"), ("instructor", "agent")]
-    assert_calls_are_tool_steps(t, task, "assistant")
+    t = passing_run(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-right", [
+        ("user", "human"), ("instructor", "agent"), ("assistant", "agent"), *[("tools", "tool")] * len(gt[0]),
+        ("assistant", "agent"), ("instructor", "agent")])
     assert all(c["type"] == "function" for s in t.steps for c in s.tool_calls if s.kind == "agent")  # as given
     assert t.final_answer == calls_answer_of(task, gt)
 
@@ -363,23 +395,11 @@ def calls_answer_of(task: Task, gt: list[list[str]]) -> str:
 
 
 def test_owl_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(owl_env, task):
-    failed = team_run(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-wrong")
-    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
-    assert_exact_replay(owl_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
-    step = next(s for s in failed.steps if s.agent == "assistant" and s.tool_calls)
-    right = tool_calls(task, task.metadata["ground_truth_calls"][0])
-    fixed = owl_env["adapter"].replay(failed, Intervention(run_id=failed.id, step=step.index, new_content="",
-                                                           tool_calls=right))
-    assert fixed.verdict.success, fixed.verdict.details
+    assert_wrong_turn_fails_replays_and_flips(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-wrong")
 
 
 def test_owl_unknown_functions_and_unfit_arguments_are_refused_and_not_run(owl_env, task):
-    t = team_run(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-clumsy")
-    refused = [s for s in t.steps if s.kind == "tool" and not s.metadata["executed"]]
-    assert [s.tool_calls[0]["name"] for s in refused] == ["rm_rf", "mkdir"]
-    assert "rm_rf" in refused[0].content and "not found" in refused[0].content
-    assert "bad arguments for mkdir: missing a required argument: 'dir_name'" in refused[1].content
-    assert t.verdict.success, t.verdict.details
+    assert_clumsy_calls_refused(owl_env, task, "bfcl-owl-instructor", "assistant", "bfcl-owl-assistant-clumsy", "not found")
 
 
 # ------------------------------------------------------------------------------------ MetaGPT
@@ -394,25 +414,14 @@ def metagpt_env(tmp_path_factory, docker_sandbox, task):
 
 
 def test_metagpt_team_that_makes_the_ground_truth_calls_passes_with_every_call_a_tool_step(metagpt_env, task):
-    t = team_run(metagpt_env, task, "bfcl-mg-planner", "caller", "bfcl-mg-caller-right")
-    assert t.verdict.success, t.verdict.details
-    gt = task.metadata["ground_truth_calls"]
-    assert [(s.agent, s.metadata["turn"]) for s in t.steps if s.kind == "human"] == [("user", n) for n in range(len(gt))]
     # per turn: the request, the plan, the caller's calls, one tool step per call, the caller's closing line
-    per_turn = [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0]
-    assert per_turn == [("user", "human"), ("planner", "agent"), ("caller", "agent"),
-                        *[("executor", "tool")] * len(gt[0]), ("caller", "agent")]
-    assert_calls_are_tool_steps(t, task, "caller")
+    n = len(task.metadata["ground_truth_calls"][0])
+    passing_run(metagpt_env, task, "bfcl-mg-planner", "caller", "bfcl-mg-caller-right",
+                [("user", "human"), ("planner", "agent"), ("caller", "agent"), *[("executor", "tool")] * n, ("caller", "agent")])
 
 
 def test_metagpt_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(metagpt_env, task):
-    failed = team_run(metagpt_env, task, "bfcl-mg-planner", "caller", "bfcl-mg-caller-wrong")
-    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
-    assert_exact_replay(metagpt_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
-    step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
-    fixed = metagpt_env["adapter"].replay(failed, Intervention(
-        run_id=failed.id, step=step.index, new_content="", tool_calls=tool_calls(task, task.metadata["ground_truth_calls"][0])))
-    assert fixed.verdict.success, fixed.verdict.details
+    assert_wrong_turn_fails_replays_and_flips(metagpt_env, task, "bfcl-mg-planner", "caller", "bfcl-mg-caller-wrong")
 
 
 # ------------------------------------------------------------------------------------ AgentPrune
@@ -427,17 +436,14 @@ def agentprune_env(tmp_path_factory, docker_sandbox, task):
 
 
 def test_agentprune_graph_whose_decision_makes_the_ground_truth_calls_passes(agentprune_env, task):
-    t = team_run(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-right")
-    assert t.verdict.success, t.verdict.details
+    t = passing_run(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-right")
     gt = task.metadata["ground_truth_calls"]
-    assert [(s.agent, s.metadata["turn"]) for s in t.steps if s.kind == "human"] == [("user", n) for n in range(len(gt))]
     # per turn: the request, the graph's agents (one round), the decision's calls, a tool step per call, its line
-    per_turn = [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0]
     order = t.metadata["agentprune"]["round_graphs"][0]["order"]
     assert sorted(order) == ["analyst", "inspector"]
-    assert per_turn == [("user", "human"), *[(a, "agent") for a in order], ("decision", "agent"),
-                        *[("decision", "tool")] * len(gt[0]), ("decision", "agent")]
-    assert_calls_are_tool_steps(t, task, "decision")
+    assert [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0] == [
+        ("user", "human"), *[(a, "agent") for a in order], ("decision", "agent"), *[("decision", "tool")] * len(gt[0]),
+        ("decision", "agent")]
     assert t.final_answer == calls_answer_of(task, gt)
     # what each step read: its turn's request, the calls before it, its predecessors; the decision its own calls too
     turn1 = next(s for s in t.steps if s.kind == "human" and s.metadata["turn"] == 1)
@@ -450,22 +456,11 @@ def test_agentprune_graph_whose_decision_makes_the_ground_truth_calls_passes(age
 
 
 def test_agentprune_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(agentprune_env, task):
-    failed = team_run(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-wrong")
-    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
-    assert_exact_replay(agentprune_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
-    step = next(s for s in failed.steps if s.agent == "decision" and s.tool_calls)
-    fixed = agentprune_env["adapter"].replay(failed, Intervention(
-        run_id=failed.id, step=step.index, new_content="", tool_calls=tool_calls(task, task.metadata["ground_truth_calls"][0])))
-    assert fixed.verdict.success, fixed.verdict.details
+    assert_wrong_turn_fails_replays_and_flips(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-wrong")
 
 
 def test_agentprune_unknown_functions_and_unfit_arguments_are_refused_and_not_run(agentprune_env, task):
-    t = team_run(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-clumsy")
-    refused = [s for s in t.steps if s.kind == "tool" and not s.metadata["executed"]]
-    assert [s.tool_calls[0]["name"] for s in refused] == ["rm_rf", "mkdir"]
-    assert "no function named 'rm_rf' is available" in refused[0].content
-    assert "bad arguments for mkdir: missing a required argument: 'dir_name'" in refused[1].content
-    assert t.verdict.success, t.verdict.details
+    assert_clumsy_calls_refused(agentprune_env, task, "bfcl-ap-planner", "decision", "bfcl-ap-decision-clumsy", "no function named 'rm_rf' is available")
 
 
 # ------------------------------------------------------------------------------------ AFlow
@@ -485,23 +480,13 @@ def aflow_env(tmp_path_factory, docker_sandbox, task):
 
 
 def test_aflow_workflow_whose_caller_makes_the_ground_truth_calls_passes(aflow_env, task):
-    t = team_run(aflow_env, task, "bfcl-af-plans", "caller", "bfcl-af-caller-right")
-    assert t.verdict.success, t.verdict.details
     gt = task.metadata["ground_truth_calls"]
-    assert [(s.agent, s.metadata["turn"]) for s in t.steps if s.kind == "human"] == [("user", n) for n in range(len(gt))]
     # per turn: the request, two candidate plans, ScEnsemble's choice, the caller's calls, a tool step per call, a line
-    per_turn = [(s.agent, s.kind) for s in t.steps if s.metadata.get("turn") == 0]
-    assert per_turn == [("user", "human"), ("custom", "agent"), ("custom", "agent"), ("sc_ensemble", "agent"),
-                        ("caller", "agent"), *[("caller", "tool")] * len(gt[0]), ("caller", "agent")]
-    assert_calls_are_tool_steps(t, task, "caller")
+    t = passing_run(aflow_env, task, "bfcl-af-plans", "caller", "bfcl-af-caller-right", [
+        ("user", "human"), ("custom", "agent"), ("custom", "agent"), ("sc_ensemble", "agent"), ("caller", "agent"),
+        *[("caller", "tool")] * len(gt[0]), ("caller", "agent")])
     assert t.final_answer == calls_answer_of(task, gt)
 
 
 def test_aflow_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correction_flips_it(aflow_env, task):
-    failed = team_run(aflow_env, task, "bfcl-af-plans", "caller", "bfcl-af-caller-wrong")
-    assert (failed.verdict.success, failed.verdict.details["check"], failed.verdict.details["turn"]) == (False, "state", 0)
-    assert_exact_replay(aflow_env, failed, replayed_calls=sum(1 for s in failed.steps if s.kind == "agent"))
-    step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
-    fixed = aflow_env["adapter"].replay(failed, Intervention(
-        run_id=failed.id, step=step.index, new_content="", tool_calls=tool_calls(task, task.metadata["ground_truth_calls"][0])))
-    assert fixed.verdict.success, fixed.verdict.details
+    assert_wrong_turn_fails_replays_and_flips(aflow_env, task, "bfcl-af-plans", "caller", "bfcl-af-caller-wrong")

@@ -114,6 +114,12 @@ class ToolServer:
         self.calls.append(record)
         return result, record
 
+    def made(self, limit: int = 12) -> str:
+        """The last `limit` calls run, each with what it returned (cut at 300 characters), one per line, for an agent
+        told what was done so far."""
+        lines = [f"- {r['call']} -> {r['result'][:300]}" for r in self.calls[-limit:]]
+        return "\n".join(lines) or "(no function called yet)"
+
 
 def openai_tools(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """BFCL function documents as OpenAI tools, typed as BFCL's own handlers type them (`GORILLA_TO_OPENAPI`:

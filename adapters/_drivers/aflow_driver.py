@@ -339,10 +339,8 @@ class ToolWorkflow(Workflow):
         super().__init__(episode)
         self.server = _bfcl_tools.ToolServer(episode["task"])
 
-    def turn_problem(self, request: str, limit: int = 12) -> str:
-        made = [f"- {r['call']} -> {r['result'][:300]}" for r in self.server.calls[-limit:]]
-        return fill(self.prompts["problem"], "problem", request=request,
-                    results="\n".join(made) or "(no function called yet)").rstrip()
+    def turn_problem(self, request: str) -> str:
+        return fill(self.prompts["problem"], "problem", request=request, results=self.server.made()).rstrip()
 
     def turn(self, turn: int, request: str) -> None:
         import _bfcl_tools

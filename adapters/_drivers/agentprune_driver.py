@@ -477,7 +477,9 @@ class Episode(_episode.StepRecorder):
                 parts.append(self.prompts[header].rstrip() + "\n\n" + "\n\n".join(shown))
         return "\n\n".join(parts)
 
-    def run(self, plan: dict[str, Any]) -> str:
+    def rounds(self, plan: dict[str, Any], task: str | None = None, **metadata: Any) -> dict[str, str]:
+        """The plan's rounds (`task`: the agents' task, default the episode's; `metadata` on every agent step): each
+        agent in its round's order, told its spatial and temporal predecessors' outputs; the last round's outputs."""
         previous: dict[str, str] = {}
         for graph in plan["round_graphs"]:
             current: dict[str, str] = {}
@@ -485,7 +487,7 @@ class Episode(_episode.StepRecorder):
                 spatial = [(p, current[p]) for p in predecessors(graph["spatial"], agent, self.agents)]
                 temporal = [(p, previous[p]) for p in predecessors(graph["temporal"], agent, self.agents)
                             if p in previous]
-                text, _ = self.call(agent, self.message(spatial, temporal), round=graph["round"],
+                text, _ = self.call(agent, self.message(spatial, temporal, task=task), **metadata, round=graph["round"],
                                     spatial_from=[p for p, _ in spatial], temporal_from=[p for p, _ in temporal])
                 shared = text
                 if agent == "programmer":
@@ -495,6 +497,10 @@ class Episode(_episode.StepRecorder):
                         executed[1]["metadata"]["round"] = graph["round"]
                 current[agent] = shared
             previous = current
+        return previous
+
+    def run(self, plan: dict[str, Any]) -> str:
+        previous = self.rounds(plan)
         inputs = [(a, previous[a]) for a in self.agents]
         text, _ = self.call(DECISION, self.message(inputs, [], spatial_header="final"),
                             round=len(plan["round_graphs"]), spatial_from=[a for a, _ in inputs], temporal_from=[])
@@ -514,12 +520,8 @@ class ToolEpisode(Episode):
         self.server = _bfcl_tools.ToolServer(episode["task"])
         self.turn = 0
 
-    def results(self, limit: int = 12) -> str:
-        made = [f"- {r['call']} -> {r['result'][:300]}" for r in self.server.calls[-limit:]]
-        return "\n".join(made) or "(no function called yet)"
-
     def turn_task(self, request: str) -> str:
-        return fill(self.prompts["task"], "task", request=request, results=self.results())
+        return fill(self.prompts["task"], "task", request=request, results=self.server.made())
 
     def decide(self, request: str, inputs: list[tuple[str, str]]) -> None:
         import _bfcl_tools
@@ -538,18 +540,7 @@ class ToolEpisode(Episode):
             self.turn = turn
             self.server.start_turn(turn)  # miss_func: a held-back function is offered from its turn on
             self.add("user", "human", "user", request, time.time(), metadata={"turn": turn, **({"graph": plan} if turn == 0 else {})})
-            previous: dict[str, str] = {}
-            for graph in plan["round_graphs"]:
-                current: dict[str, str] = {}
-                for agent in graph["order"]:
-                    spatial = [(p, current[p]) for p in predecessors(graph["spatial"], agent, self.agents)]
-                    temporal = [(p, previous[p]) for p in predecessors(graph["temporal"], agent, self.agents)
-                                if p in previous]
-                    text, _ = self.call(agent, self.message(spatial, temporal, task=self.turn_task(request)),
-                                        turn=turn, round=graph["round"], spatial_from=[p for p, _ in spatial],
-                                        temporal_from=[p for p, _ in temporal])
-                    current[agent] = text
-                previous = current
+            previous = self.rounds(plan, self.turn_task(request), turn=turn)
             self.decide(request, [(a, previous[a]) for a in self.agents])
 
 

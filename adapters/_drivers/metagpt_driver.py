@@ -215,16 +215,12 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
     Environment.publish_message = publish_message
     _episode.current_step = position
 
-    def results_so_far(limit: int = 12) -> str:
-        made = [f"- {r['call']} -> {r['result'][:300]}" for r in server.calls[-limit:]]
-        return "\n".join(made) or "(no function called yet)"
-
     class PlanCalls(Action):
         name: str = "PlanCalls"
 
         async def run(self, messages):
             prompt = (prompts["planner"].replace("{request}", turns[state["turn"]])
-                      .replace("{results}", results_so_far()))
+                      .replace("{results}", server.made()))
             return await self._aask(prompt)
 
     class CallFunctions(Action):
