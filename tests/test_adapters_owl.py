@@ -229,3 +229,24 @@ def test_math_task(env):
     # the workers' prompts are the math ones (prompts/owl_*.j2 render per task kind)
     request = env["gateway"].calls(t.recording.gateway_run_id)[2].request
     assert "math problem" in request["messages"][0]["content"]
+
+
+def test_an_episode_cut_by_its_time_limit_is_kept_as_a_failure_with_the_steps_it_made(env, docker_sandbox):
+    """The reviewer never answers within the episode's 60 s (as the 0.5B's workforce on GSM8K ran into its limit and
+    was lost, "timed out without a trajectory"): the driver reports the workforce's steps made so far before the
+    sandbox's limit, and the run is a failure for the time limit, kept, not retried and dropped."""
+    import time
+
+    from rootstep.adapters import get_adapter
+    from rootstep.adapters.base import default_verifier
+    from rootstep.gateway import register_script
+
+    register_script("owl-test-reviewer-asleep", lambda m, p: (time.sleep(70), "fine")[1])
+    adapter = get_adapter("owl", gateway=env["server"], verifier=default_verifier(docker_sandbox), timeout_s=60)
+    t = adapter.run(add_task(), "scripted/owl-test-planner",
+                    agent_models={**_models("good"), "reviewer": "scripted/owl-test-reviewer-asleep"})
+    assert t.verdict.success is False and t.verdict.details == {"failure": "time limit", "time_limit_s": 60.0}
+    assert t.metadata["error"] == "time limit: the episode was cut after 60 s"
+    made = [(s.agent, s.metadata.get("action")) for s in t.steps]
+    assert made[:3] == [("user", None), ("planner", "decompose"), ("coordinator", "assign")]
+    assert ("coder", "process_task") in made and ("reviewer", "process_task") not in made
