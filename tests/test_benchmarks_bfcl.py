@@ -232,6 +232,33 @@ def test_the_tool_server_runs_offered_functions_on_bfcls_simulators_and_refuses_
     assert [r["turn"] for r in server.calls] == [0, 0, 3]
 
 
+def test_the_tool_server_says_the_calls_made_so_far() -> None:
+    from rootstep.adapters._drivers._bfcl_tools import ToolServer
+
+    server = ToolServer(load_tasks("bfcl", limit=1)[0].model_dump(mode="json"))
+    assert server.made() == "(no function called yet)"
+    server.call("cd", {"folder": "document"}, step=2)
+    server.call("ls", {}, step=2)
+    lines = server.made().splitlines()
+    assert lines[0] == """- cd(folder='document') -> {"current_working_directory": "document"}""" and lines[1].startswith("- ls() -> ")
+    assert server.made(limit=1).splitlines() == lines[1:]
+
+
+def test_tool_steps_sit_right_after_the_step_that_asked_for_them() -> None:
+    from rootstep.adapters._drivers._bfcl_tools import CALLS_PER_STEP, in_order, tool_index, tool_step
+
+    agent = [{"index": i, "kind": "agent", "metadata": {}} for i in (0, 1, 2)]
+    tools = [{"index": tool_index(asker, j), **tool_step("x", 0, "ok", "f", {}, None, asked_by_index=asker)}
+             for asker, j in ((1, 1), (0, 0), (1, 0), (1, CALLS_PER_STEP - 1))]
+    ordered = in_order(agent + tools)
+    assert [(s["kind"], s["metadata"].get("asked_by")) for s in ordered] == [
+        ("agent", None), ("tool", 0), ("agent", None), ("tool", 2), ("tool", 2), ("tool", 2), ("agent", None)]
+    assert [s["index"] for s in ordered if s["kind"] == "tool"][1:] == [tool_index(1, 0), tool_index(1, 1),
+                                                                       tool_index(1, CALLS_PER_STEP - 1)]
+    with pytest.raises(ValueError, match="step 1 asked for more than 1000 tool calls"):
+        tool_index(1, CALLS_PER_STEP)
+
+
 def test_the_executed_calls_of_a_run_are_its_answer_per_turn_and_asking_step() -> None:
     from rootstep.benchmarks import executed_calls_answer
     from rootstep.model import Step

@@ -169,10 +169,16 @@ def turns_to_run(episode: dict[str, Any]) -> list[tuple[int, str]]:
 TOOL_STEP_BASE = 1_000_000
 """A tool step's provisional index: `tool_index(asking index, j)` (the j-th call of that step), so that `in_order`
 places it right after the agent step that asked for it."""
+CALLS_PER_STEP = 1_000
+"""The calls one agent step may ask for at most (far beyond any model's token limit; BFCL's longest turn has 35)."""
 
 
 def tool_index(asked_index: int, j: int) -> int:
-    return TOOL_STEP_BASE + asked_index * 100 + j
+    """The provisional index of the `j`-th call asked for by the step at `asked_index` (unique while `j` <
+    `CALLS_PER_STEP`; ValueError beyond, rather than two steps with one index)."""
+    if not 0 <= j < CALLS_PER_STEP:
+        raise ValueError(f"step {asked_index} asked for more than {CALLS_PER_STEP} tool calls")
+    return TOOL_STEP_BASE + asked_index * CALLS_PER_STEP + j
 
 
 def tool_step(agent: str, turn: int, result: str, name: Any, arguments: Any, record: dict[str, Any] | None,
