@@ -63,6 +63,13 @@ def clumsy_first_turn(task: Task) -> list[dict[str, Any]]:
             *tool_calls(task, task.metadata["ground_truth_calls"][0])]
 
 
+def callers(name: str, task: Task, caller: Any) -> dict[str, Any]:
+    """Scripts `name`-right (the ground-truth calls), `name`-wrong (`wrong_first_turn`) and `name`-clumsy
+    (`clumsy_first_turn`) from a scripted caller factory (`caller_for`, `turn_caller`, `smol_caller`)."""
+    return {f"{name}-right": caller(task, {}), f"{name}-wrong": caller(task, {0: wrong_first_turn(task)}),
+            f"{name}-clumsy": caller(task, {0: clumsy_first_turn(task)})}
+
+
 def scripted_env(framework: str, tmp_path_factory, docker_sandbox, scripts: dict[str, Any]):
     """`framework_env` with `scripts` (name -> reply function) registered with the gateway's scripted provider."""
     from rootstep.gateway import register_script
@@ -139,9 +146,7 @@ def task() -> Task:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, docker_sandbox, task):
     yield from scripted_env("ag2", tmp_path_factory, docker_sandbox, {
-        "bfcl-planner": lambda m, p: PLAN, "bfcl-caller-right": caller_for(task, {}),
-        "bfcl-caller-wrong": caller_for(task, {0: wrong_first_turn(task)}),
-        "bfcl-caller-clumsy": caller_for(task, {0: clumsy_first_turn(task)})})
+        "bfcl-planner": lambda m, p: PLAN, **callers("bfcl-caller", task, caller_for)})
 
 
 def run(env, task: Task, caller: str):
@@ -315,8 +320,7 @@ def smol_caller(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
 @pytest.fixture(scope="module")
 def smol_env(tmp_path_factory, docker_sandbox, task):
     yield from scripted_env("smolagents", tmp_path_factory, docker_sandbox, {
-        "bfcl-smol-manager": smol_manager(task), "bfcl-smol-caller-right": smol_caller(task, {}),
-        "bfcl-smol-caller-wrong": smol_caller(task, {0: wrong_first_turn(task)})})
+        "bfcl-smol-manager": smol_manager(task), **callers("bfcl-smol-caller", task, smol_caller)})
 
 
 
@@ -372,9 +376,7 @@ def turn_caller(task: Task, per_turn: dict[int, list[dict[str, Any]]]):
 @pytest.fixture(scope="module")
 def owl_env(tmp_path_factory, docker_sandbox, task):
     yield from scripted_env("owl", tmp_path_factory, docker_sandbox, {
-        "bfcl-owl-instructor": owl_instructor(task), "bfcl-owl-assistant-right": turn_caller(task, {}),
-        "bfcl-owl-assistant-wrong": turn_caller(task, {0: wrong_first_turn(task)}),
-        "bfcl-owl-assistant-clumsy": turn_caller(task, {0: clumsy_first_turn(task)})})
+        "bfcl-owl-instructor": owl_instructor(task), **callers("bfcl-owl-assistant", task, turn_caller)})
 
 
 
@@ -408,8 +410,7 @@ def test_owl_unknown_functions_and_unfit_arguments_are_refused_and_not_run(owl_e
 @pytest.fixture(scope="module")
 def metagpt_env(tmp_path_factory, docker_sandbox, task):
     yield from scripted_env("metagpt", tmp_path_factory, docker_sandbox, {
-        "bfcl-mg-planner": lambda m, p: PLAN, "bfcl-mg-caller-right": caller_for(task, {}),
-        "bfcl-mg-caller-wrong": caller_for(task, {0: wrong_first_turn(task)})})
+        "bfcl-mg-planner": lambda m, p: PLAN, **callers("bfcl-mg-caller", task, caller_for)})
 
 
 
@@ -430,9 +431,7 @@ def test_metagpt_wrong_argument_fails_at_its_turn_replays_exactly_and_its_correc
 @pytest.fixture(scope="module")
 def agentprune_env(tmp_path_factory, docker_sandbox, task):
     yield from scripted_env("agentprune", tmp_path_factory, docker_sandbox, {
-        "bfcl-ap-planner": lambda m, p: PLAN, "bfcl-ap-decision-right": turn_caller(task, {}),
-        "bfcl-ap-decision-wrong": turn_caller(task, {0: wrong_first_turn(task)}),
-        "bfcl-ap-decision-clumsy": turn_caller(task, {0: clumsy_first_turn(task)})})
+        "bfcl-ap-planner": lambda m, p: PLAN, **callers("bfcl-ap-decision", task, turn_caller)})
 
 
 def test_agentprune_graph_whose_decision_makes_the_ground_truth_calls_passes(agentprune_env, task):
@@ -475,8 +474,7 @@ def aflow_plans(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
 @pytest.fixture(scope="module")
 def aflow_env(tmp_path_factory, docker_sandbox, task):
     yield from scripted_env("aflow", tmp_path_factory, docker_sandbox, {
-        "bfcl-af-plans": aflow_plans, "bfcl-af-caller-right": turn_caller(task, {}),
-        "bfcl-af-caller-wrong": turn_caller(task, {0: wrong_first_turn(task)})})
+        "bfcl-af-plans": aflow_plans, **callers("bfcl-af-caller", task, turn_caller)})
 
 
 def test_aflow_workflow_whose_caller_makes_the_ground_truth_calls_passes(aflow_env, task):
