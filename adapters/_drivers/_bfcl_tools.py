@@ -207,6 +207,23 @@ def in_order(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def asked_calls(message: Any) -> list[dict[str, Any]]:
+    """The tool calls of an OpenAI chat-completion `message`, as plain OpenAI-form dicts (ids kept: the results
+    quote them)."""
+    return [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            for c in message.tool_calls or []]
+
+
+def name_and_arguments(call: dict[str, Any]) -> tuple[Any, Any]:
+    """The function name and the arguments of an OpenAI-form tool call, its JSON arguments decoded (arguments that
+    do not decode are given as they are, for `ToolServer.call` to refuse)."""
+    name, raw = call["function"]["name"], call["function"]["arguments"]
+    try:
+        return name, json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return name, raw
+
+
 def calling_loop(recorder: Any, server: ToolServer, agent: str, role: str, messages: list[dict[str, Any]], turn: int,
                  max_calls: int, **metadata: Any) -> None:
     """An agent with the offered functions as OpenAI tools, on a driver's `StepRecorder` (`recorder`: its `client`,
@@ -218,19 +235,14 @@ def calling_loop(recorder: Any, server: ToolServer, agent: str, role: str, messa
         reply = recorder.client(agent).chat.completions.create(
             **recorder.request(messages), tools=openai_tools(server.offered), tool_choice="auto")
         message = reply.choices[0].message
-        calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                 for c in message.tool_calls or []]
+        calls = asked_calls(message)
         asker = recorder.add(agent, "agent", role, message.content or "", started, tool_calls=calls,
                              metadata={"turn": turn, **metadata})
         if not calls:
             return
         messages.append({"role": "assistant", "content": message.content or "", "tool_calls": calls})
         for call in calls:
-            name, raw = call["function"]["name"], call["function"]["arguments"]
-            try:
-                arguments = json.loads(raw or "{}")
-            except json.JSONDecodeError:
-                arguments = raw
+            name, arguments = name_and_arguments(call)
             told, record = server.call(name, arguments, asker["index"])
             recorder.add_step(tool_step(agent, turn, told, name, arguments, record, asked_by=asker["index"]), time.time())
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": told})

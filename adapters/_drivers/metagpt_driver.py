@@ -169,8 +169,6 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
     builder, as its `_achat_completion_function`, with the offered functions as tools) calls them, `executor`
     (RunCalls, no LLM) runs them on the tool server and publishes their results, which the caller reads before it
     calls again or answers in text; a text answer without calls ends the turn (the executor does not watch it)."""
-    import json
-
     _write_config(episode)
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
     import metagpt
@@ -238,9 +236,7 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
                 [{"role": "system", "content": prompts["caller"]}, *history], timeout=llm.get_timeout(None),
                 tools=_bfcl_tools.openai_tools(server.offered), tool_choice="auto"))
             message = rsp.choices[0].message
-            calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name,
-                                                                  "arguments": c.function.arguments}}
-                     for c in message.tool_calls or []]
+            calls = _bfcl_tools.asked_calls(message)
             history.append({"role": "assistant", "content": message.content or "", **({"tool_calls": calls} if calls else {})})
             out = Message(content=message.content or "", role="Caller", cause_by=CallFunctions, sent_from="caller")
             if calls:
@@ -254,11 +250,7 @@ def run_tools(episode: dict[str, Any]) -> dict[str, Any]:
             request = next(m for m in reversed(messages) if m.id in asked)
             asker, steps, told_all = position(request), [], []
             for call in asked[request.id]:
-                name, raw = call["function"]["name"], call["function"]["arguments"]
-                try:
-                    arguments = json.loads(raw or "{}")
-                except json.JSONDecodeError:
-                    arguments = raw
+                name, arguments = _bfcl_tools.name_and_arguments(call)
                 told, record = server.call(name, arguments, asker)
                 steps.append(_bfcl_tools.tool_step("executor", state["turn"], told, name, arguments, record, asked_by=asker))
                 history.append({"role": "tool", "tool_call_id": call["id"], "content": told})
