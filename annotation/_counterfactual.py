@@ -51,6 +51,7 @@ from ._propose import (
     FixProposer,
     NoAgentError,
     StepRequest,
+    StepTools,
     TaskContext,
     answer_leaks,
     answer_step,
@@ -118,7 +119,7 @@ class _Search:
                  replay: ReplayFn, budget: Budget, max_prompt_chars: int, verify: Verify | None = None,
                  controls: int = 1, repeats: int = 1, deterministic: Deterministic | None = None,
                  step_request: StepRequest | None = None, run_program: RunProgram | None = None,
-                 early_controls: bool = False):
+                 early_controls: bool = False, step_tools: StepTools | None = None):
         if not trajectory.steps:
             raise ValueError(f"run {trajectory.id} has no steps to correct")
         verdict = verdict if verdict is not None else trajectory.verdict
@@ -142,7 +143,7 @@ class _Search:
         self.fixed_run: Trajectory | None = None
         self.no_agent_error: NoAgentError | None = None
         self.propose = FixProposer(trajectory, verdict, context, analyzer, self.meter, self.asked, self.notes,
-                                   max_prompt_chars, verify, program, step_request)
+                                   max_prompt_chars, verify, program, step_request, step_tools)
         self.trial = FixTrial(trajectory, None if verdict is None else verdict.success, context.task, verify, program,
                               replay, self.meter, controls, repeats, deterministic, early_controls,
                               failed_turn(verdict))
@@ -432,6 +433,7 @@ def find_decisive_step(
     step_request: StepRequest | None = None,
     run_program: RunProgram | None = None,
     early_controls: bool = True,
+    step_tools: StepTools | None = None,
 ) -> CounterfactualResult:
     """Find the earliest agent step whose correction turns the failed `trajectory` into a success.
 
@@ -467,6 +469,8 @@ def find_decisive_step(
             thread; the replay callable must allow two replays at once), so that a flip's proof is ready when
             the fix flips; a control that a failed fix leaves unused is kept for a later flip at that step and
             recorded with the search's replays. The scan of earlier steps, where most fixes fail, does not.
+        step_tools: `step -> the tools its recorded request offered` (the recording): at such a step a fix that
+            is only calls of those tools written as text is replayed as those calls (`written_calls`).
 
     Returns a `CounterfactualResult` whose annotation is verified with the earliest causal step found
     (every earlier agent step tested or judged correct), `unproven_earliest` when earlier steps were
@@ -480,7 +484,7 @@ def find_decisive_step(
         raise TypeError("find_decisive_step needs an analyzer and a replay callable")
     search = _Search(trajectory, verdict, task_context or TaskContext.of(trajectory), analyzer, replay,
                      budget or Budget(), max_prompt_chars, verify, controls, repeats, deterministic, step_request,
-                     run_program, early_controls)
+                     run_program, early_controls, step_tools)
     if prior is not None:
         search.by_prior(prior)
     if search.best is None:

@@ -31,6 +31,7 @@ from rootstep.benchmarks import (
     defines,
     extract_code,
     is_suspect,
+    parse_call,
     printed_output,
     program_output,
     right_answer_in,
@@ -46,6 +47,8 @@ from ._perturbations import Perturbation
 T = TypeVar("T")
 StepRequest = Callable[[Step], "list[dict[str, Any]] | None"]
 """`step -> the message list of the recorded request that produced it`, or None (no recording, or tools)."""
+StepTools = Callable[[Step], "list[dict[str, Any]] | None"]
+"""`step -> the tools (OpenAI function schemas) the recorded request that produced it offered`, or None."""
 
 
 # ------------------------------------------------------------------------------------ asking
@@ -722,6 +725,48 @@ def plain_tool_calls(raw: Any) -> list[dict[str, Any]] | None:
     return calls
 
 
+_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n?```$", re.S)
+_NUMBERED = re.compile(r"^(?:\d+[.)]|[-*])\s+")
+
+
+def written_calls(text: str, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """`text` read as calls (`{"name", "arguments"}`) of the offered `tools` when it is nothing but such calls, one
+    per line, each of literals (`parse_call`; a code fence, list markers, backticks and a closing `;` allowed),
+    a positional argument named by its place in the function's parameters as offered (the order the writer
+    saw); None when any line is something else
+    (prose, a call of a function not offered, an unknown or a repeated parameter, too many arguments). On the
+    AFlow BFCL run multi_turn_base_146 (2026-11-29) the 1.5B analyzer ranked the caller's step 11, which had
+    written `remove_stock_from_watchlist("ZETA")` as text instead of calling it, and gave that same text as its
+    fix: refused as the step unchanged, where the call itself was the correction."""
+    params: dict[str, list[str]] = {}
+    for tool in tools:
+        inner = tool.get("function")
+        function: dict[str, Any] = inner if isinstance(inner, dict) else tool
+        name = function.get("name")
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        if isinstance(name, str) and isinstance(properties, dict):
+            params[name] = list(properties)
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    body = fenced.group(1) if fenced else body
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    calls = []
+    for line in lines:
+        line = _NUMBERED.sub("", line).strip().strip("`").strip().rstrip(";").strip()
+        try:
+            name, positional, keywords = parse_call(line)
+        except ValueError:
+            return None
+        names = params.get(name)
+        if names is None or len(positional) > len(names):
+            return None
+        arguments = dict(zip(names, positional))
+        if any(k in arguments or k not in names for k in keywords):
+            return None
+        calls.append({"name": name, "arguments": {**arguments, **keywords}})
+    return calls or None
+
+
 def _fix_text(fix: Any) -> Any:
     """`suggested_fix` as text when the model wrapped the text in an object of one field: `{"code": "..."}` (the
     1.5B's fix of AG2 critic and coder steps, main job of 2026-11-28, GSM8K test-474, refused twice as empty) is
@@ -747,6 +792,7 @@ def validate_diagnosis(
     fix_problem: Callable[[Step, str], str | None] | None = None,
     rewrite: bool = False,
     horizon: int | None = None,
+    read_calls: Callable[[Step, str], list[dict[str, Any]] | None] | None = None,
 ) -> tuple[Diagnosis | NoAgentError | None, str | None]:
     """Parse and check an analyzer answer; `(Diagnosis, None)` or `(None, the problem to state)`.
 
@@ -760,7 +806,10 @@ def validate_diagnosis(
     `fix_problem` (the search's checks against the task: `_Search.fix_problem`), whatever problem it names
     (an `answer_leak:`, a `wrong_answer:`). With `rewrite`, a fix that describes the change
     (`described_change`) is not a problem: the diagnosis comes back with it as `instruction` and no `fix`,
-    for the caller to have the step rewritten (`rewrite_step`) and checked (`check_fix`).
+    for the caller to have the step rewritten (`rewrite_step`) and checked (`check_fix`). With `read_calls`
+    (`step, text -> calls or None`: `written_calls` over the tools the step's agent was offered), a fix that is
+    only calls written as text is those calls (`tool_calls`, the step's text empty), as a fix in
+    `suggested_tool_calls` or the calls' own JSON form in `suggested_fix` is.
     """
     data, problem = json_object(answer)
     if data is None:
@@ -791,6 +840,10 @@ def validate_diagnosis(
     # the 1.5B writes the step's call in `suggested_fix` ({"name", "arguments"} or the OpenAI form: AG2 BFCL runs of
     # 2026-11-29, refused twice as empty text): the calls are the fix, the step's text is left empty
     fix, tool_calls = ("", in_fix) if in_fix is not None else (_fix_text(data["suggested_fix"]), tool_calls)
+    written = (read_calls(step, fix) if read_calls is not None and tool_calls is None and isinstance(fix, str)
+               and fix.strip() else None)
+    if written is not None:  # the calls written out as text, at a step whose agent had them as tools: the calls
+        fix, tool_calls = "", written
     if tool_calls is not None and not (isinstance(tool_calls, list)
                                        and all(isinstance(t, dict) and (t.get("name") or t.get("function"))
                                                for t in tool_calls)):
@@ -838,7 +891,8 @@ class FixProposer:
 
     def __init__(self, trajectory: Trajectory, verdict: Verdict | None, context: TaskContext, analyzer: ChatLike,
                  meter: Meter, asked: list[Asked], notes: list[str], max_prompt_chars: int, verify: Verify | None,
-                 run_program: RunProgram | None, step_request: StepRequest | None):
+                 run_program: RunProgram | None, step_request: StepRequest | None,
+                 step_tools: StepTools | None = None):
         self.trajectory = trajectory
         self.horizon = failure_horizon(trajectory, verdict)
         self.task = context.task
@@ -848,7 +902,7 @@ class FixProposer:
             lambda text: None if self.task is None or self.verify is None else verify_quietly(self.verify, self.task, text))
         """The task's verifier on a text, once per text per search (a coding task's runs its tests in a sandbox)."""
         self.analyzer, self.meter, self.asked, self.notes = analyzer, meter, asked, notes
-        self.step_request = step_request
+        self.step_request, self.step_tools = step_request, step_tools
         feedback = verdict_feedback(verdict)
         if context.feedback:
             feedback += "\n" + context.feedback
@@ -877,7 +931,7 @@ class FixProposer:
     def ask_ranked(self, failed: list[dict[str, Any]], tested: set[tuple[int, str]]) -> tuple[Diagnosis | NoAgentError | None, str | None]:
         def validate(answer: str) -> tuple[Diagnosis | NoAgentError | None, str | None]:
             return validate_diagnosis(self.trajectory, answer, tested=tested, fix_problem=self.fix_problem, rewrite=True,
-                                      horizon=self.horizon)
+                                      horizon=self.horizon, read_calls=self.read_calls)
 
         found: tuple[Diagnosis | NoAgentError | None, str | None] = ask_valid(
             self.analyzer,
@@ -905,7 +959,7 @@ class FixProposer:
         def validate(answer: str) -> tuple[Diagnosis | None, str | None]:
             found, problem = validate_diagnosis(self.trajectory, answer, expect_step=step.index, may_decline=not require_fix,
                                                 tested=tested, fix_problem=self.fix_problem, rewrite=True,
-                                                horizon=self.horizon)
+                                                horizon=self.horizon, read_calls=self.read_calls)
             assert not isinstance(found, NoAgentError)  # only the whole run's diagnosis may find no agent error
             return found, problem
 
@@ -920,6 +974,12 @@ class FixProposer:
         if diagnosis is not None:
             diagnosis = diagnosis.model_copy(update={"source": source})
         return diagnosis, why
+
+    def read_calls(self, step: Step, text: str) -> list[dict[str, Any]] | None:
+        """`text` as calls of the tools `step`'s agent was offered at that step (`written_calls`), or None (no
+        tools there, or text that is not only such calls)."""
+        tools = self.step_tools(step) if self.step_tools is not None else None
+        return written_calls(text, tools) if tools else None
 
     def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:
         """`diagnosis` with its fix written out. A described change (`instruction`) is the analyzer's finding

@@ -24,7 +24,7 @@ from ._answer import (
     program_answer,
     team_answer,
 )
-from ._bfcl import executed_calls_answer, function_summaries, reads_calls
+from ._bfcl import executed_calls_answer, function_summaries, parse_call, reads_calls
 from ._code import CodeBlock, build_program, code_blocks, defines, extract_code
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
@@ -111,6 +111,7 @@ __all__ = [
     "math_equal",
     "normalize_answer",
     "normalize_latex",
+    "parse_call",
     "parse_number",
     "plain_failure",
     "planted_answer",

@@ -219,19 +219,38 @@ def _deterministic(trajectory: Trajectory, recorded: list[LLMCall]):
     return lambda step: proven_identical(recorded, trajectory.steps[step]) if recorded else None
 
 
+def _step_call(recorded: list[LLMCall]):
+    """`step -> the recorded request that produced it` (its last call's), or None."""
+    by_id = {c.id: c for c in recorded}
+    return lambda step: (by_id.get(step.call_ids[-1]) if step.call_ids else None)
+
+
 def _step_request(recorded: list[LLMCall]):
     """`step -> the messages of the recorded request that produced it` (its last call), for `retake_step`;
     None for a step without a recorded call or whose request declared tools (a retake in plain text could
     not call them)."""
-    by_id = {c.id: c for c in recorded}
+    call_of = _step_call(recorded)
 
     def request(step: Step) -> list[dict[str, Any]] | None:
-        call = by_id.get(step.call_ids[-1]) if step.call_ids else None
+        call = call_of(step)
         if call is None or call.request.get("tools") or not isinstance(call.request.get("messages"), list):
             return None
         return call.request["messages"]
 
     return request
+
+
+def _step_tools(recorded: list[LLMCall]):
+    """`step -> the tools the recorded request that produced it offered` (OpenAI function schemas), or None: a
+    fix written as text calls of them is those calls (`written_calls`)."""
+    call_of = _step_call(recorded)
+
+    def tools(step: Step) -> list[dict[str, Any]] | None:
+        call = call_of(step)
+        offered = None if call is None else call.request.get("tools")
+        return offered if isinstance(offered, list) and offered else None
+
+    return tools
 
 
 def replay_options(trajectory: Trajectory) -> dict[str, Any]:
@@ -315,7 +334,7 @@ def counterfactual_search(spec: CounterfactualSpec, session: Session) -> Annotat
                                     search_replay(session, trajectory, captured, recorded), spec.budget,
                                     verify=session.verifier, controls=causality.controls, repeats=causality.repeats,
                                     prior=prior, deterministic=_deterministic(trajectory, recorded),
-                                    step_request=_step_request(recorded),
+                                    step_request=_step_request(recorded), step_tools=_step_tools(recorded),
                                     run_program=sandbox_runner(session.verification_sandbox))
     a = _keep(result.annotation, causality)
     agrees = None

@@ -200,3 +200,78 @@ def test_a_multi_turn_failure_is_replayed_up_to_its_failing_turn_and_the_label_s
     assert (a.status, a.step, a.fixed_turn, result.attempts[0].stopped_after_turn) == ("labelled", 7, 1, 1)
     assert any("the replay was stopped there (later turns are not replayed)" in n for n in a.evidence.notes)
     assert any(n.startswith("step 7 (caller") and "got past turn 1 [" in n for n in a.evidence.notes), a.evidence.notes
+
+
+def offered_tools() -> list[dict[str, Any]]:
+    """The task's functions as the OpenAI tools the caller's requests offered (name and parameters)."""
+    data = json.loads((FIXTURES / "real_runs" / "ag2_bfcl_multi_turn_base_118.json").read_text())
+    return [{"type": "function", "function": {"name": d["name"], "parameters": d["parameters"]}}
+            for d in data["task"]["metadata"]["functions"]]
+
+
+def test_calls_written_as_text_are_read_as_calls_of_the_offered_tools_and_nothing_else_is():
+    """`written_calls` on what the local models wrote where a call was due (the golden cells' replies, and the 1.5B
+    analyzer's fix on AFlow base_146): only a text that is nothing but literal calls of offered functions is calls."""
+    from rootstep.annotation._propose import written_calls
+
+    tools = offered_tools()
+    files = [{"name": "pwd", "parameters": {"type": "dict", "properties": {}}},
+             {"name": "cd", "parameters": {"type": "dict", "properties": {"folder": {"type": "string"}}}},
+             {"name": "ls", "parameters": {"type": "dict", "properties": {"a": {"type": "boolean"}}}},
+             {"name": "find", "parameters": {"type": "dict", "properties": {"path": {"type": "string"},
+                                                                            "name": {"type": "string"}}}}]
+    assert written_calls('remove_stock_from_watchlist("ZETA")', tools) == [
+        {"name": "remove_stock_from_watchlist", "arguments": {"symbol": "ZETA"}}]
+    assert written_calls("pwd()", files) == [{"name": "pwd", "arguments": {}}]  # AFlow's caller, base_28
+    assert written_calls("```python\n1. pwd()\n2. find(path='.', name='analysis');\n```", files) == [
+        {"name": "pwd", "arguments": {}}, {"name": "find", "arguments": {"path": ".", "name": "analysis"}}]
+    assert written_calls("`find('.', name='analysis')`", files) == [
+        {"name": "find", "arguments": {"path": ".", "name": "analysis"}}]
+    refused = [
+        "To navigate to the \"analysis\" directory, use the command `cd(analysis)`.",  # AG2's caller, base_28: prose
+        "1. cd(current_directory)\n2. ls()",  # AgentPrune's decision node, base_28: not a literal
+        "pwd() - /home/user\nls() - ['analysis.txt', 'data.csv', 'report.pdf']",  # AFlow's caller: invented results
+        "<tool_response>\n{\"current_working_directory\": \"/workspace\"}\n</tool_response>",  # MetaGPT's caller
+        "grep(analysis)",  # not a literal
+        "rm(file_name='a.txt')",  # not offered
+        "find('.', 'analysis', 'x')",  # more arguments than parameters
+        "find('.', path='x')",  # a parameter given twice
+        "ls(all=True)",  # no such parameter
+        "",
+    ]
+    assert [written_calls(text, files) for text in refused] == [None] * len(refused)
+    assert written_calls("pwd()", []) is None
+
+
+def test_a_fix_that_writes_the_missing_call_as_text_is_the_call_at_a_step_that_had_tools():
+    """The 1.5B analyzer's fix on AFlow base_146 (2026-11-29) was the caller's call written as text: refused as the
+    step unchanged there, so the right step was never replayed. Given the tools the step's request offered, it is
+    replayed as the call and is the label; at the planner's step (no tools) the same text stays a message."""
+    run = real_run()
+    tools = offered_tools()
+    as_text = 'remove_stock_from_watchlist("NVDA")'
+
+    def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        asked = re.search(r"STEP UNDER EXAMINATION: step (\d+)", messages[-1]["content"])
+        if asked:
+            return json.dumps({"fix_needed": False, "reason": "this step is right"})
+        return json.dumps({"mistake_step": 7, "mistake_agent": "caller", "reason": "no call was made",
+                           "suggested_fix": as_text})
+
+    register_script("bfcl-analyzer-text-call", analyzer)
+    replays: list[Intervention] = []
+    result = find_decisive_step(run, analyzer=Chat("scripted/bfcl-analyzer-text-call"), replay=replay(run, replays),
+                                budget=Budget(), step_tools=lambda step: tools if step.agent == "caller" else None)
+    a = result.annotation
+    assert (a.status, a.agent, a.step, a.earliest) == ("labelled", "caller", 7, "established")
+    fixes = [i for i in replays if i.kind == "fix"]
+    assert [(i.step, i.new_content, i.tool_calls) for i in fixes] == [(7, "", [CALL])]
+
+    from rootstep.annotation._propose import validate_diagnosis
+
+    at_planner = json.dumps({"mistake_step": 6, "mistake_agent": "planner", "suggested_fix": as_text + "\n2. get_watchlist()"})
+    found, problem = validate_diagnosis(run, at_planner, read_calls=lambda step, text: None)
+    assert problem is None and found.tool_calls is None and found.fix.startswith(as_text)
+    # without the step's tools the caller's text fix is a message, as before
+    found, problem = validate_diagnosis(run, analyzer([{"content": ""}], {}))
+    assert problem is None and (found.fix, found.tool_calls) == (as_text, None)
