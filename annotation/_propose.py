@@ -624,9 +624,10 @@ class Diagnosis(BaseModel):
     instruction: str | None = None
     """The analyzer's description of the change when it described the fix instead of writing it; `fix` is
     then the step written for it (`written`)."""
-    written: Literal["retake", "rewrite"] | None = None
+    written: Literal["retake", "rewrite", "reference"] | None = None
     """How a described fix was written: the step taken again by the analyzer's model in the agent's seat
-    (`retake_step`), or the analyzer's description made in the step's message (`rewrite_step`)."""
+    (`retake_step`), the analyzer's description made in the step's message (`rewrite_step`), or the step's
+    failing code replaced by the task's reference solution (`FixProposer.from_reference`)."""
     source: Literal["ranked", "earlier", "sequential", "prior", "joint"] = "ranked"
 
 
@@ -941,9 +942,17 @@ class FixProposer:
         diagnosis, why = found
         if isinstance(diagnosis, Diagnosis):
             return self.written(diagnosis, tested)
+        last = self.asked[-1] if self.asked and self.asked[-1].prompt_name == "analyzer.j2" else None
+        if diagnosis is None and last is not None and (last.problem or "").startswith("wrong_code"):
+            return self.reference_instead(last.answer, tested, why)
         return diagnosis, why
 
     def ask_at(self, step: Step, failed: list[dict[str, Any]], tested: set[tuple[int, str]], *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
+        referenced = self.referenced(step, tested, source)
+        if referenced is not None:  # the tests already judged the step; its correction is the task's own code
+            self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests: corrected with "
+                              "the task's reference solution, the analyzer not asked")
+            return referenced, None
         wrong = None if require_fix else self.wrong_answer(step.content)
         if wrong is not None:
             require_fix = True  # not "is it correct?": the verifier already answered that
@@ -981,6 +990,51 @@ class FixProposer:
         tools = self.step_tools(step) if self.step_tools is not None else None
         return written_calls(text, tools) if tools else None
 
+    def from_reference(self, step: Step) -> str | None:
+        """`step` corrected with the task's reference solution (`metadata.reference_solution`): its code that defines
+        the task's function and fails the task's tests (`failing_code`) replaced by that solution, in a Python
+        block where the step's code sat (the last block defining the function; the whole step when its code is not
+        fenced), the rest of its message kept; None for a task that is not coding, no reference, or a step without
+        such code. A step whose code fails the tests gave a wrong answer, so its correction hands nothing over
+        (`answer_leak`). On the 2026-11-29 slice (seed 17) the 1.5B wrote no passing `special_factorial` for
+        HumanEval/139 in its retakes and rewrites: AG2's and AgentPrune's searches ended with 0 replays, the
+        first code-writing step left open; the main job's MBPP 310 likewise (`tuple(s)` kept in every retake)."""
+        if self.task is None or self.task.kind != "coding":
+            return None
+        reference, entry = self.task.metadata.get("reference_solution"), self.task.metadata.get("entry_point")
+        if not isinstance(reference, str) or not reference.strip() or not entry or self.failing_code(step.content) is None:
+            return None
+        fenced = f"```python\n{reference.strip()}\n```"
+        blocks = [b for b in code_blocks(step.content) if defines(b.code, str(entry))]
+        if not blocks:
+            return fenced
+        return step.content[:blocks[-1].start] + fenced + step.content[blocks[-1].end:]
+
+    def referenced(self, step: Step, tested: set[tuple[int, str]],
+                   source: Literal["ranked", "earlier", "sequential", "prior"]) -> Diagnosis | None:
+        """The diagnosis that `step`'s failing code is the error, corrected `from_reference`, when that fix passes
+        `check_fix` (not tested already); else None."""
+        fix = self.from_reference(step)
+        if fix is None or check_fix(step, fix, tested=tested, fix_problem=self.fix_problem) is not None:
+            return None
+        return Diagnosis(step=step.index, agent=step.agent, fix=fix, written="reference", source=source,
+                         reason=f"its code fails the task's tests ({self.failing_code(step.content)})")
+
+    def reference_instead(self, answer: str, tested: set[tuple[int, str]],
+                          why: str | None) -> tuple[Diagnosis | None, str | None]:
+        """The analyzer's last ranked answer, refused (re-asks spent) because its fix's code fails the tests
+        (`wrong_code`), named a step whose own code fails them: that step corrected `from_reference` instead, the
+        analyzer's reason kept. Else `(None, why)`."""
+        data, _ = json_object(answer)
+        step = None if data is None else _check_step(self.trajectory, data.get("mistake_step"), data.get("mistake_agent"),
+                                                     None, self.horizon)[0]
+        found = None if step is None else self.referenced(step, tested, "ranked")
+        if data is None or found is None:
+            return None, why
+        self.notes.append(f"the ranked fix of step {found.step} failed the task's tests: corrected with the task's "
+                          "reference solution")
+        return found.model_copy(update={"reason": str(data.get("reason") or found.reason)}), None
+
     def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:
         """`diagnosis` with its fix written out. A described change (`instruction`) is the analyzer's finding
         that step t is wrong without the message that corrects it: the step is taken again by the analyzer's
@@ -989,7 +1043,10 @@ class FixProposer:
         if diagnosis.instruction is None or diagnosis.fix:
             return diagnosis, None
         step = self.trajectory.steps[diagnosis.step]
-        tries: list[tuple[Literal["retake", "rewrite"], Callable[[], tuple[str | None, str | None]]]] = []
+        tries: list[tuple[Literal["retake", "rewrite", "reference"], Callable[[], tuple[str | None, str | None]]]] = []
+        reference = self.from_reference(step)
+        if reference is not None:  # no model call: the task's own code where the step's failed the tests
+            tries.append(("reference", lambda: (reference, None)))
         messages = self.step_request(step) if self.step_request is not None else None
         if messages:
             tries.append(("retake", lambda: self.retake(step, messages, tested)))

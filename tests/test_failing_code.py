@@ -158,10 +158,17 @@ RETAKEN = ("```python\ndef string_to_tuple(s):\n    return tuple(s)\n\n# Test ca
            "('i', 't', 'e', 'm', '1')\n```")
 
 
+def without_reference(task: Task) -> Task:
+    """`task` as a user's own coding benchmark may give it: tests, no reference solution."""
+    return task.model_copy(update={"metadata": {k: v for k, v in task.metadata.items() if k != "reference_solution"}})
+
+
 def test_a_retake_whose_code_fails_is_re_asked_in_the_agents_seat_with_the_failing_test(task, check):
     """The retake was refused unseen (`wrong_code`) and the step stayed open with no replay; asked again in the
     coder's seat with the first failing test stated (`max_write_reasks=1`; the 1.5B never mended a refused
-    retake, so by default it is not asked again), the corrected code is the fix replayed and the label."""
+    retake, so by default it is not asked again), the corrected code is the fix replayed and the label. (With a
+    reference solution the task's own code is the correction first: the next tests.)"""
+    task = without_reference(task)
     run = run_of(task, check, CODER)
     request = [{"role": "system", "content": "You are the coder of a small team."},
                {"role": "user", "content": task.prompt}]
@@ -187,3 +194,72 @@ def test_a_retake_whose_code_fails_is_re_asked_in_the_agents_seat_with_the_faili
     told = retakes[1][3]["content"]
     assert told.startswith("wrong_code: the fix's code fails the task's tests") and "got: ('p', 'y'" in told
     assert result.attempts[0].diagnosis.written == "retake"
+
+
+REFERENCE = "```python\ndef string_to_tuple(str1):\n    result = tuple(x for x in str1 if not x.isspace()) \n    return result\n```"
+
+
+def test_a_described_fix_of_failing_code_is_the_tasks_reference_solution_without_a_model_call(task, check):
+    """The main job's MBPP 310 (2026-11-29): the 1.5B's retake kept `tuple(s)` and its rewrite left the message
+    unchanged, so step 1 stayed open and nothing was replayed. The step's code fails the tests, so it gave a wrong
+    answer: its code replaced by the task's reference solution is the fix, written with no model call, replayed and
+    the label, the rest of the message kept."""
+    assert task.metadata["reference_solution"].strip() in REFERENCE.replace("```python\n", "")
+    coder = "Here is the function:\n" + CODER + "\nIt converts the string."
+    run = run_of(task, check, coder)
+    seen: list[list[dict[str, Any]]] = []
+
+    def fn(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        seen.append(messages)
+        return RANKED_DESCRIBED
+
+    register_script("described-reference", fn)
+    replay, replays = replayer(task, check)
+    request = [{"role": "system", "content": "You are the coder of a small team."}, {"role": "user", "content": task.prompt}]
+    result = find_decisive_step(run, analyzer=Chat("scripted/described-reference"), replay=replay, budget=Budget(),
+                                verify=check, step_request=lambda step: request if step.index == 1 else None)
+
+    assert result.verified and (result.agent, result.step) == ("coder", 1)
+    fixes = [i.new_content for i in replays if i.kind == "fix"]
+    assert fixes == ["Here is the function:\n" + REFERENCE + "\nIt converts the string."]
+    assert result.attempts[0].diagnosis.written == "reference"
+    assert len(seen) == 1  # the ranked diagnosis only: no retake, no rewrite
+    assert any("its failing code replaced by the task's reference solution" in n for n in result.annotation.evidence.notes)
+
+
+def test_a_ranked_fix_that_fails_the_tests_after_its_re_asks_falls_back_to_the_reference(task, check):
+    """The analyzer's own code is preferred: re-asked with the failing test first; when its fixes still fail, the
+    step it named is corrected with the reference solution instead of ending the ranked phase with no replay."""
+    run = run_of(task, check, CODER)
+    chat, prompts = analyzer("ranked-failing-reference", [diag(1, "coder", FIX_LIST)])
+    replay, replays = replayer(task, check)
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_reasks=1), verify=check)
+
+    assert result.verified and (result.agent, result.step) == ("coder", 1)
+    assert len(prompts) == 2 and "wrong_code" in prompts[1]  # the analyzer re-asked once with the failing test
+    assert [i.new_content for i in replays if i.kind == "fix"] == [REFERENCE]
+    assert result.attempts[0].diagnosis.reason == "the space is kept"  # the analyzer's finding, its fix the task's
+    assert any("the ranked fix of step 1 failed the task's tests" in n for n in result.annotation.evidence.notes)
+
+
+def test_the_scan_corrects_an_earlier_failing_step_from_the_reference_and_leaves_other_steps_to_the_analyzer(task, check):
+    """In the scan of earlier steps a step whose code fails the tests is corrected from the reference without asking
+    the analyzer; a step without the task's function (the critic's review) is still asked; without a reference
+    solution the failing step is asked for its correction as before."""
+    from rootstep.annotation._propose import FixProposer, TaskContext
+    from rootstep.annotation._budget import Meter
+
+    run = run_of(task, check, CODER, critic="The code looks right. TERMINATE")
+    chat, prompts = analyzer("scan-reference", [json.dumps({"fix_needed": False, "reason": "a review"})])
+    proposer = FixProposer(run, run.verdict, TaskContext.of(run), chat, Meter(Budget()), [], [], 24_000, check, None, None)
+    found, why = proposer.ask_at(run.steps[1], [], set(), require_fix=False, source="earlier")
+    assert why is None and found is not None and (found.step, found.written, found.fix) == (1, "reference", REFERENCE)
+    assert found.reason.startswith("its code fails the task's tests (assert: assert string_to_tuple(")
+    assert prompts == []
+    found, why = proposer.ask_at(run.steps[3], [], set(), require_fix=False, source="earlier")
+    assert found is not None and found.declined and len(prompts) == 1
+    plain = run_of(without_reference(task), check, CODER)
+    proposer = FixProposer(plain, plain.verdict, TaskContext.of(plain), chat, Meter(Budget(max_reasks=0)), [], [],
+                           24_000, check, None, None)
+    found, why = proposer.ask_at(plain.steps[1], [], set(), require_fix=False, source="earlier")
+    assert found is None and len(prompts) == 2 and "wrong_code" not in (why or "")
