@@ -953,6 +953,12 @@ class FixProposer:
             self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests: corrected with "
                               "the task's reference solution, the analyzer not asked")
             return referenced, None
+        right = self.right_answer(step)
+        if right is not None:  # the verifier already judged it: cleared, no call
+            self.notes.append(f"step {step.index} ({step.agent}) states the answer {right!r}, which the verifier "
+                              "accepts: judged correct, the analyzer not asked")
+            return Diagnosis(step=step.index, agent=step.agent, declined=True, source=source,
+                             reason=f"it states the answer {right!r}, which the task's verifier accepts"), None
         wrong = None if require_fix else self.wrong_answer(step.content)
         if wrong is not None:
             require_fix = True  # not "is it correct?": the verifier already answered that
@@ -1075,12 +1081,13 @@ class FixProposer:
 
     def fix_problem(self, step: Step, fix: str) -> str | None:
         """Why `fix` cannot be the correction of `step`, checked in this order (each may run the task's verifier
-        or a program): it hands over the reference answer (`leak`), states an answer the verifier rejects
+        or a program): the step already states a right answer (`right_already`), the fix hands over the reference answer (`leak`), states an answer the verifier rejects
         (`wrong_answer`) or keeps the step's rejected one (`keeps_wrong_answer`), or holds code that fails the
         task's tests (`failing_code`). A wrong answer was a label: on AgentPrune MATH-500 255 (slice of
         2026-11-28) the retaken first step stated 7 where the step had stated the right 4, and the replay
         flipped anyway (the decision agent answered 4 in it): a correction does not state a wrong answer."""
         checks: list[tuple[str, Callable[[], str | None], str]] = [
+            ("right_already", lambda: self.right_already(step), "{}"),
             ("answer_leak", lambda: self.leak(step, fix), "{}"),
             ("wrong_answer", lambda: self.wrong_answer(fix),
              "the fix states the answer {!r}, which the task's verifier rejects: a corrected step does not state a "
@@ -1138,6 +1145,16 @@ class FixProposer:
         states one is not correct whatever the analyzer says: on AgentPrune MATH-500 634 (slice of 2026-11-28)
         every agent wrote `Answer: 997` (the answer is 333), the 1.5B judged all nine steps correct, and nothing
         was replayed."""
+        verdict = self.stated(text)
+        if verdict is None or verdict.success:
+            return None
+        extracted = verdict.details.get("extracted")
+        return None if extracted is None else str(extracted)
+
+    def stated(self, text: str) -> Verdict | None:
+        """The task's verdict on the answer `text` states where the prompts ask for one (a box, an `Answer:` line,
+        an answer phrase), or on what its program prints when it has one and a runner is given; None for no such
+        answer, a coding task, or no verifier (`wrong_answer`, `right_answer`)."""
         if self.task is None or self.verify is None or self.task.kind == "coding":
             return None
         printed = program_output(text, self.run_program)
@@ -1145,11 +1162,30 @@ class FixProposer:
             text = f"Program output:\n{printed}"
         elif not any(method in ("boxed", "answer_line", "answer_phrase") for _, method in answer_spans(text)):
             return None
-        verdict = self.verify_text(text)
-        if verdict is None or verdict.success:
+        return self.verify_text(text)
+
+    def right_answer(self, step: Step) -> str | None:
+        """The answer `step` states (`stated`) when the task's verifier accepts it, for a step that is not the one
+        the run's final answer came from (that one is a reformatting case: `verifier_suspect`); else None. Such
+        a step is not the error, and no fix of it is a correction: on the 2026-11-29 slice (seed 17) MetaGPT's
+        coder wrote, at step 1 of MATH-500 algebra/2735, a sympy program printing the right `9*a/20 + 11/20`;
+        the 1.5B "fixed" it to the wrong `\\frac{3a}{5}` in prose, the 0.5B team's replay answered right by
+        chance, the control failed, and step 1 was labelled, where the team lost its right answer later."""
+        final = answer_step(self.trajectory)
+        if step.kind != "agent" or (final is not None and final.index == step.index):
             return None
-        extracted = verdict.details.get("extracted")
-        return None if extracted is None else str(extracted)
+        verdict = self.stated(step.content)
+        if verdict is None or not verdict.success:
+            return None
+        return str(verdict.details.get("extracted", "")) or "a right answer"
+
+    def right_already(self, step: Step) -> str | None:
+        """Why no fix of `step` is a correction (it states a right answer: `right_answer`), or None."""
+        right = self.right_answer(step)
+        if right is None:
+            return None
+        return (f"step {step.index} ({step.agent}) already states the answer {right!r}, which the task's verifier "
+                "accepts: it is not the error (the team lost the right answer after it); name a later step")
 
     def keeps_wrong_answer(self, step: Step, fix: str) -> str | None:
         """Why `fix` keeps the answer `step` states when the verifier rejects that answer (`same_answer`: the fix's

@@ -126,9 +126,11 @@ def test_reformatting_an_early_step_of_a_real_failure_verifies_nothing_and_the_s
     result = find_decisive_step(run, analyzer=analyzer, replay=replay, verify=verify)
     a = result.annotation
     assert (a.status, a.verified, a.agent, a.step) == ("labelled", True, "critic", 2)
-    assert result.attempts[0].presentation_only and result.attempts[0].replay.success_after is True
-    assert "succeeded, but the fix states the answer" in prompts[1]  # fed back: not accepted
-    assert any("succeeded, not accepted" in n for n in a.evidence.notes)
+    # the coder's step 1 already states the right answer: its reformatting is refused before any replay
+    # (`right_already`) and fed back; the scan clears it without asking
+    assert [x.diagnosis.step for x in result.attempts] == [2]
+    assert "right_already: step 1 (coder) already states the answer" in prompts[1]
+    assert any("step 1 (coder) states the answer" in n and "judged correct" in n for n in a.evidence.notes)
 
 
 def test_analyzer_may_say_no_agent_error_and_the_verifier_confirms_it():
@@ -857,7 +859,9 @@ def test_a_fix_that_states_a_wrong_answer_is_not_a_correction():
     result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_candidates=1), verify=verify)
     assert not any("boxed{7}" in c.new_content for c in replay.calls)  # never replayed
     assert result.annotation.step != 1 or not result.annotation.verified
-    assert any("wrong_answer: the fix states the answer '7', which the task's verifier rejects" in p for p in prompts[1:])
+    # the step it "fixes" already states the right 4 (`right_already`, checked first; the fix's own wrong 7 is
+    # `wrong_answer`, refused the same way at a step without a right answer: the next test's MetaGPT retake)
+    assert any("right_already: step 1 (math_solver) already states the answer '4'" in p for p in prompts[1:])
     assert result.annotation.answer_leaks == 0  # a wrong answer is not a leak
 
 
