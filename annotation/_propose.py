@@ -726,7 +726,6 @@ def plain_tool_calls(raw: Any) -> list[dict[str, Any]] | None:
     return calls
 
 
-_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n?```$", re.S)
 _NUMBERED = re.compile(r"^(?:\d+[.)]|[-*])\s+")
 
 
@@ -748,8 +747,9 @@ def written_calls(text: str, tools: Sequence[dict[str, Any]]) -> list[dict[str, 
         if isinstance(name, str) and isinstance(properties, dict):
             params[name] = list(properties)
     body = text.strip()
-    fenced = _FENCE.match(body)
-    body = fenced.group(1) if fenced else body
+    blocks = code_blocks(body)
+    if len(blocks) == 1 and blocks[0].start == 0 and blocks[0].end == len(body):  # the whole text one fenced block
+        body = blocks[0].code
     lines = [line.strip() for line in body.splitlines() if line.strip()]
     calls = []
     for line in lines:
