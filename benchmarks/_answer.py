@@ -12,7 +12,8 @@ for is a format the verifiers read.
    markers, a parenthesised qualifier such as `(exact)` allowed); when both a box and an answer line exist,
    the one written LAST wins (a model that boxes its work and then states `Answer: 2` means 2);
 3. `answer_phrase`: the text after the last `the final answer is` / `the answer is` / `final answer:`
-   (a phrase needs `is` or `:` after it: `the final answer from your managed agent` is not one);
+   outside code blocks (a phrase needs `is` or `:` after it: `the final answer from your managed agent` is
+   not one; `print("Answer: ", x)` in a program is not one);
 4. `whole`: the whole text, when it is one short line; `last_line`: the last line of a longer text when it
    is a bare value (no word of three letters or more outside LaTeX commands: `\\frac{1}{2}`, not `Thus 5`).
 
@@ -131,11 +132,13 @@ def answer_spans(text: str) -> list[tuple[str, SpanMethod]]:
         marked.append((position, inner if inner is not None else rest, "answer_line"))
     for _, span, method in sorted(marked, key=lambda item: -item[0]):
         out.append((span, method))
-    phrases = list(_PHRASE.finditer(text))
+    prose = without_code(text)  # `print("Answer: ", x)` in a program is not the phrase (MetaGPT MATH-500 2735)
+    phrases = list(_PHRASE.finditer(prose))
     if phrases:
-        tail = text[phrases[-1].end() :].strip().splitlines()
-        if tail and clean_span(tail[0]):
-            out.append((clean_span(tail[0]), "answer_phrase"))
+        tail = prose[phrases[-1].end() :].strip().splitlines()
+        span = clean_span(tail[0]) if tail else ""
+        if span and span[0] not in ",;)]}":  # `"The answer is", x)`: the rest of a call, not an answer
+            out.append((span, "answer_phrase"))
     stripped = text.strip()
     if stripped and "\n" not in stripped and len(stripped) <= 100:
         out.append((clean_span(stripped), "whole"))

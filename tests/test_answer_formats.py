@@ -7,6 +7,9 @@ failures although the answers were right.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from rootstep.benchmarks import verify
@@ -75,6 +78,23 @@ def test_a_quote_closed_around_the_answer_line_is_not_part_of_the_answer() -> No
     verdict = verify(_task("math", "4"), text)
     assert not verdict.success and verdict.details["extracted"] == "7" and "could not compare" not in str(verdict.details)
     assert final_answer_span("He said “the answer is 12”")[0] == "12"
+
+
+def test_an_answer_phrase_inside_a_program_is_not_the_answer() -> None:
+    """MetaGPT on MATH-500 algebra/2735 and intermediate_algebra/1508 (slice of 2026-11-29, seed 17): the coder's
+    program ends `print("Answer: ", simplified_expression)`; the phrase inside the code was read as the stated
+    answer `, simplified_expression)`, so the checks judged the step by a fragment of a print call. The steps are
+    copied from the recorded run."""
+    run = json.loads((Path(__file__).parent / "fixtures/real_runs/metagpt_math500_algebra_2735.json").read_text())
+    steps = {s["index"]: s["content"] for s in run["steps"]}
+    coder, reviewer = steps[5], steps[8]
+    assert 'print("Answer: ", simplified_expression)' in coder and "The correct code should be" in reviewer
+    for text in (coder, reviewer):
+        assert all(method != "answer_phrase" for _, method in answer_spans(text)), answer_spans(text)
+    # the same program with a stated answer in prose after it: the prose is read
+    assert final_answer_span(coder + "\n\nThe answer is $\\frac{9a+11}{20}$.") == ("\\frac{9a+11}{20}", "answer_phrase")
+    # outside a fence, the rest of a print call is not an answer either
+    assert all(span != ", x)" for span, _ in answer_spans('I will run print("The answer is", x)'))
 
 
 @pytest.mark.parametrize("answer", [AG2_CODER, SMOLAGENTS_MANAGER, SMOLAGENTS_MANAGER_PLAIN])
