@@ -309,7 +309,8 @@ class _Search:
             + f" ({a.diagnosis.agent}, {a.diagnosis.source}"
             + {"rewrite": ", written from the analyzer's description",
                "retake": ", retaken by the analyzer's model in the agent's seat",
-               "reference": ", its failing code replaced by the task's reference solution"}.get(a.diagnosis.written or "", "") + "): "
+               "reference": ", its failing code replaced by the task's reference solution",
+               "answer": ", its wrong answer replaced by the task's reference answer"}.get(a.diagnosis.written or "", "") + "): "
             + _outcome(a, self.trial.failed_at) + f" [{a.replay.id}]"
             + (f"; controls: {a.check.effect.control_flips}/{a.check.effect.control_trials} flipped"
                + (f" ({a.check.proven_identical} proven identical: {a.check.proven_why})" if a.check.proven_identical else "")

@@ -624,7 +624,7 @@ class Diagnosis(BaseModel):
     instruction: str | None = None
     """The analyzer's description of the change when it described the fix instead of writing it; `fix` is
     then the step written for it (`written`)."""
-    written: Literal["retake", "rewrite", "reference"] | None = None
+    written: Literal["retake", "rewrite", "reference", "answer"] | None = None
     """How a described fix was written: the step taken again by the analyzer's model in the agent's seat
     (`retake_step`), the analyzer's description made in the step's message (`rewrite_step`), or the step's
     failing code replaced by the task's reference solution (`FixProposer.from_reference`)."""
@@ -943,7 +943,7 @@ class FixProposer:
         if isinstance(diagnosis, Diagnosis):
             return self.written(diagnosis, tested)
         last = self.asked[-1] if self.asked and self.asked[-1].prompt_name == "analyzer.j2" else None
-        if diagnosis is None and last is not None and (last.problem or "").startswith("wrong_code"):
+        if diagnosis is None and last is not None and (last.problem or "").startswith(("wrong_code", "wrong_answer")):
             return self.reference_instead(last.answer, tested, why)
         return diagnosis, why
 
@@ -986,6 +986,10 @@ class FixProposer:
         )
         if diagnosis is not None and not diagnosis.declined:
             diagnosis, why = self.written(diagnosis, tested)
+        if diagnosis is None and wrong is not None:
+            answered = self.answered(step, tested, source, why)
+            if answered is not None:
+                return answered, None
         if diagnosis is not None:
             diagnosis = diagnosis.model_copy(update={"source": source})
         return diagnosis, why
@@ -1029,17 +1033,71 @@ class FixProposer:
     def reference_instead(self, answer: str, tested: set[tuple[int, str]],
                           why: str | None) -> tuple[Diagnosis | None, str | None]:
         """The analyzer's last ranked answer, refused (re-asks spent) because its fix's code fails the tests
-        (`wrong_code`), named a step whose own code fails them: that step corrected `from_reference` instead, the
-        analyzer's reason kept. Else `(None, why)`."""
+        (`wrong_code`) or states a wrong answer (`wrong_answer`), named a step whose own code fails them or that first
+        states the run's wrong answer: that step corrected `from_reference` (`answered`) instead, the analyzer's
+        reason kept. Else `(None, why)`."""
         data, _ = json_object(answer)
         step = None if data is None else _check_step(self.trajectory, data.get("mistake_step"), data.get("mistake_agent"),
                                                      None, self.horizon)[0]
-        found = None if step is None else self.referenced(step, tested, "ranked")
+        found = None if step is None else (self.referenced(step, tested, "ranked")
+                                           or self.answered(step, tested, "ranked", why))
         if data is None or found is None:
             return None, why
-        self.notes.append(f"the ranked fix of step {found.step} failed the task's tests: corrected with the task's "
-                          "reference solution")
+        if found.written == "reference":
+            self.notes.append(f"the ranked fix of step {found.step} failed the task's tests: corrected with the task's "
+                              "reference solution")
         return found.model_copy(update={"reason": str(data.get("reason") or found.reason)}), None
+
+    def from_answer(self, step: Step) -> str | None:
+        """`step` with the wrong answer it marks (a box, an `Answer:` line, an answer phrase) replaced by the task's
+        reference answer, when the step is where that answer first appears (`first_stated`) and the verifier accepts
+        the result; None otherwise (a coding task, no reference answer, a step whose answer is what its program
+        prints, an answer the team had stated or printed before). The math counterpart of `from_reference`: a step
+        that states a wrong answer gave one, so correcting it hands nothing over (`answer_leak`), and an earlier
+        step that stated it first is where the error was (a critic repeating the coder's 28 is not corrected in
+        its place). On the 2026-11-29 slice (seed 17) AgentPrune MATH-500 1508's analyst wrote `1` (wrong) and every
+        fix the 1.5B wrote of it stated 1 again: the step was left open and the scan stopped there."""
+        if self.task is None or self.task.kind == "coding" or not (self.task.ground_truth or "").strip():
+            return None
+        if program_output(step.content, self.run_program) is not None or not self.first_stated(step):
+            return None
+        marked = [span for span, method in answer_spans(step.content) if method in ("boxed", "answer_line", "answer_phrase")]
+        at = step.content.rfind(marked[0]) if marked else -1
+        if at < 0:
+            return None
+        fixed = step.content[:at] + str(self.task.ground_truth).strip() + step.content[at + len(marked[0]):]
+        verdict = self.stated(fixed)
+        return fixed if verdict is not None and verdict.success else None
+
+    def first_stated(self, step: Step) -> bool:
+        """`step` states a wrong answer (`wrong_answer`) that no earlier step stated or printed (`same_answer`
+        against each earlier agent step's text and each tool step's printed output)."""
+        if self.task is None or self.verify is None or self.wrong_answer(step.content) is None:
+            return False
+        for s in self.trajectory.steps[1:step.index]:
+            if s.kind == "agent":
+                earlier = s.content
+            elif s.kind in ("tool", "environment"):
+                printed = printed_output(s.observation or s.content or "")
+                earlier = f"Program output:\n{printed}" if printed else ""
+            else:
+                continue
+            if earlier.strip() and same_answer(self.task, earlier, step.content, self.verify, self.run_program) is not None:
+                return False
+        return True
+
+    def answered(self, step: Step, tested: set[tuple[int, str]], source: Literal["ranked", "earlier", "sequential", "prior"],
+                 why: str | None) -> Diagnosis | None:
+        """The diagnosis that `step`'s wrong answer is the error, corrected `from_answer`, when every fix written of
+        it was refused (`why`) and that correction passes `check_fix` (not tested already); else None."""
+        fix = self.from_answer(step)
+        if fix is None or check_fix(step, fix, tested=tested, fix_problem=self.fix_problem) is not None:
+            return None
+        wrong = self.wrong_answer(step.content)
+        self.notes.append(f"step {step.index} ({step.agent}) first states the wrong answer {wrong!r} and no fix written of "
+                          f"it was accepted ({why or 'none'}): its answer replaced by the task's reference answer")
+        return Diagnosis(step=step.index, agent=step.agent, fix=fix, written="answer", source=source,
+                         reason=f"it is the first step to state the wrong answer {wrong!r}")
 
     def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:
         """`diagnosis` with its fix written out. A described change (`instruction`) is the analyzer's finding
@@ -1049,7 +1107,7 @@ class FixProposer:
         if diagnosis.instruction is None or diagnosis.fix:
             return diagnosis, None
         step = self.trajectory.steps[diagnosis.step]
-        tries: list[tuple[Literal["retake", "rewrite", "reference"], Callable[[], tuple[str | None, str | None]]]] = []
+        tries: list[tuple[Literal["retake", "rewrite", "reference", "answer"], Callable[[], tuple[str | None, str | None]]]] = []
         reference = self.from_reference(step)
         if reference is not None:  # no model call: the task's own code where the step's failed the tests
             tries.append(("reference", lambda: (reference, None)))
@@ -1058,6 +1116,7 @@ class FixProposer:
             tries.append(("retake", lambda: self.retake(step, messages, tested)))
         tries.append(("rewrite", lambda: rewrite_step(self.analyzer, step, diagnosis.instruction or "", diagnosis.reason,
                                                       self.base["question"], self.meter, self.asked)))
+        tries.append(("answer", lambda: (self.from_answer(step), "its answer is not the first statement of a wrong answer")))
         whys = []
         for how, write in tries:
             text, why = write()

@@ -112,7 +112,10 @@ def test_a_flip_whose_control_flips_too_is_not_causal_and_never_a_label():
     a = result.annotation
     assert (a.status, a.verified) == ("not_causal", False)
     assert "control replays (the step unchanged) flipped" in a.evidence.reason
-    assert [r.intervention.kind for r in result.replays] == ["fix", "control"]
+    # then the earlier scan: solver_a's step 1 first states the wrong 120 and its only "fix" was a judgement that it
+    # is fine, so its answer is replaced by the reference answer (`from_answer`): the majority keeps 120, it fails
+    assert [r.intervention.kind for r in result.replays] == ["fix", "control", "fix"]
+    assert result.replays[-1].intervention.step == 1 and result.replays[-1].intervention.new_content.endswith("Answer: 2")
     assert a.evidence.replay_ids == [r.id for r in result.replays]  # stored with its replays
     assert result.attempts[0].not_causal and not result.attempts[0].success
 
@@ -210,7 +213,7 @@ def test_repeats_give_flip_counts_on_both_sides_and_a_confidence():
     assert (check["flips"], check["trials"], check["control_flips"], check["control_trials"]) == (3, 3, 0, 3)
     assert len(check["repeat_replays"]) == 2 and len(check["controls_replayed"]) == 3
     assert a.confidence == effect(3, 3, 0, 3).confidence > 0.98
-    assert a.cost.replays == 6
+    assert a.cost.replays == 7  # 3 flips, 3 controls, and step 1's answer replaced by the reference answer (failed)
 
 
 def test_wilson_and_the_newcombe_difference():

@@ -1,0 +1,113 @@
+"""A step that first states the run's wrong answer, whose every written fix is refused, is corrected with the task's
+reference answer in place of its own (`FixProposer.from_answer`, `first_stated`, `answered`): the math counterpart of
+the reference-solution correction of failing code.
+
+The run is real: AG2 on GSM8K test-1101 (Ahito ran 16 miles) from the main job of 2026-11-29 and again of
+2026-11-30, the agents on the 0.5B. The coder's step 1 works out `36 - 8 = 28` in prose and boxes 28, the first
+statement of the team's wrong answer; the critic's step 6 boxes the same 28 after the executor printed `28.0`. The
+fix the 1.5B analyzer wrote of steps 6, 7 and 9 (`The code output is correct. The number of miles Ahito ran is
+28.`) restates the answer, so it is refused; scripted here as its fix of step 1 too, it leaves step 1 without an
+accepted fix, where the search used to leave the step open and stop."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rootstep.annotation import Budget, Meter, ReplayOutcome, TaskContext, find_decisive_step
+from rootstep.annotation._propose import FixProposer
+from rootstep.benchmarks import verify
+from rootstep.gateway import Chat, register_script
+from rootstep.model import Intervention, Step, Task, Trajectory, Usage, Verdict
+
+REAL = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "ag2_gsm8k_test-1101.json").read_text())
+RESTATED = REAL["analyzer_fixes"]["6"]  # the 1.5B's real fix: the team's wrong 28 in prose
+
+
+def _run(task: Task) -> Trajectory:
+    steps = [Step.model_validate(s) for s in REAL["steps"]]
+    final = REAL["final_answer"] + "\n\nProgram output:\n28.0"
+    verdict = verify(task, final)
+    assert not verdict.success
+    return Trajectory(framework="ag2", benchmark="gsm8k", task_id=task.task_id, question=task.prompt,
+                      ground_truth=task.ground_truth, steps=steps, final_answer=final, verdict=verdict,
+                      recording={"gateway_run_id": "real", "task": task})
+
+
+@pytest.fixture()
+def run() -> Trajectory:
+    return _run(Task.model_validate(REAL["task"]))
+
+
+def _analyzer(name: str, run: Trajectory, ranked_step: int, prompts: list[str]) -> Chat:
+    def answer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        prompts.append(messages[-1]["content"])
+        m = re.search(r"STEP UNDER EXAMINATION: step (\d+)", prompts[-1])
+        step = ranked_step if m is None else int(m.group(1))
+        return json.dumps({"fix_needed": True, "mistake_step": step, "mistake_agent": run.steps[step].agent,
+                           "reason": "the answer is wrong", "suggested_fix": RESTATED})
+
+    register_script(name, answer)
+    return Chat(f"scripted/{name}")
+
+
+def _replay(run: Trajectory, replayed: list[Intervention]):
+    task = Task.model_validate(REAL["task"])
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replayed.append(i)
+        if i.kind == "fix" and "\\boxed{16}" in i.new_content:  # the team carries the corrected answer to the end
+            answer = "The number of miles Ahito ran is 16.\n\nAnswer: 16"
+            return run.model_copy(update={"final_answer": answer}), verify(task, answer), ReplayOutcome(cost=Usage(llm_calls=1))
+        assert run.verdict is not None
+        return run, run.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
+
+    return replay
+
+
+def test_the_first_step_to_state_the_wrong_answer_is_corrected_with_the_reference_answer(run: Trajectory):
+    """The ranked answer blames the critic's step 6 with a fix that restates 28: refused, and step 6 is not given the
+    reference answer (the coder stated 28 first). The scan then reaches step 1, whose fix is refused the same way:
+    its boxed 28 becomes 16, the rest of its message kept, the replay flips, the control fails: coder@1."""
+    assert "\\boxed{28}" in run.steps[1].content and "\\boxed{28}" in run.steps[6].content
+    prompts: list[str] = []
+    replayed: list[Intervention] = []
+    result = find_decisive_step(run, analyzer=_analyzer("first-wrong-answer", run, 6, prompts),
+                                replay=_replay(run, replayed), budget=Budget(max_reasks=0),
+                                verify=lambda t, a: verify(t, a))
+    annotation = result.annotation
+    assert annotation.status == "labelled" and (annotation.agent, annotation.step) == ("coder", 1), result.notes
+    fix = next(i for i in replayed if i.kind == "fix" and i.step == 1)
+    assert fix.new_content == run.steps[1].content.replace("\\boxed{28}", "\\boxed{16}")
+    assert not any(i.kind == "fix" and i.step == 6 for i in replayed)  # the critic only repeated the coder's 28
+    assert any(i.kind == "control" and i.step == 1 for i in replayed)
+    assert any("first states the wrong answer '28'" in n and "reference answer" in n for n in result.notes), result.notes
+    assert any("its wrong answer replaced by the task's reference answer" in n for n in annotation.evidence.notes)
+
+
+def _proposer(run: Trajectory, task: Task) -> FixProposer:
+    return FixProposer(run, run.verdict, TaskContext(question=run.question, ground_truth=task.ground_truth, task=task),
+                       lambda *a, **k: "", Meter(Budget()), [], [], 24_000, lambda t, a: verify(t, a), None, None)
+
+
+def test_only_the_first_statement_of_the_wrong_answer_is_corrected(run: Trajectory):
+    """The coder's step 1 first states 28; the critic's step 6 and the coder's step 7 repeat it after the executor
+    printed `28.0` (step 5): only step 1 gets the reference answer; a plan or a program step states none."""
+    task = Task.model_validate(REAL["task"])
+    proposer = _proposer(run, task)
+    assert proposer.first_stated(run.steps[1]) and proposer.from_answer(run.steps[1]) is not None
+    for index in (6, 7):
+        assert proposer.wrong_answer(run.steps[index].content) == "28"
+        assert not proposer.first_stated(run.steps[index]) and proposer.from_answer(run.steps[index]) is None
+    assert proposer.from_answer(run.steps[3]) is None  # the critic's program: no marked answer to replace
+    assert proposer.from_answer(run.steps[2]) is None  # the executor's tool step
+
+
+def test_no_reference_answer_no_correction(run: Trajectory):
+    """A task without a ground truth (a user's own benchmark): nothing to put in the step's place."""
+    task = Task.model_validate({**REAL["task"], "ground_truth": ""})
+    assert _proposer(run, task).from_answer(run.steps[1]) is None
