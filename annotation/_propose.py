@@ -959,6 +959,9 @@ class FixProposer:
                               "accepts: judged correct, the analyzer not asked")
             return Diagnosis(step=step.index, agent=step.agent, declined=True, source=source,
                              reason=f"it states the answer {right!r}, which the task's verifier accepts"), None
+        answered = self.answered(step, tested, source)
+        if answered is not None:  # the verifier already judged it; its correction is the task's own answer
+            return answered, None
         wrong = None if require_fix else self.wrong_answer(step.content)
         if wrong is not None:
             require_fix = True  # not "is it correct?": the verifier already answered that
@@ -986,10 +989,6 @@ class FixProposer:
         )
         if diagnosis is not None and not diagnosis.declined:
             diagnosis, why = self.written(diagnosis, tested)
-        if diagnosis is None and wrong is not None:
-            answered = self.answered(step, tested, source, why)
-            if answered is not None:
-                return answered, None
         if diagnosis is not None:
             diagnosis = diagnosis.model_copy(update={"source": source})
         return diagnosis, why
@@ -1062,12 +1061,16 @@ class FixProposer:
         if program_output(step.content, self.run_program) is not None or not self.first_stated(step):
             return None
         marked = [span for span, method in answer_spans(step.content) if method in ("boxed", "answer_line", "answer_phrase")]
-        at = step.content.rfind(marked[0]) if marked else -1
-        if at < 0:
+        if not marked:
             return None
-        fixed = step.content[:at] + str(self.task.ground_truth).strip() + step.content[at + len(marked[0]):]
-        verdict = self.stated(fixed)
-        return fixed if verdict is not None and verdict.success else None
+        span, text = marked[0], step.content
+        at = [m.start() for m in re.finditer(re.escape(span), text)]
+        for start in reversed(at[-5:]):  # the span as it is marked: `\boxed{28}. So Ahito ran 28 miles` has two 28s
+            fixed = text[:start] + str(self.task.ground_truth).strip() + text[start + len(span):]
+            verdict = self.stated(fixed)
+            if verdict is not None and verdict.success:
+                return fixed
+        return None
 
     def first_stated(self, step: Step) -> bool:
         """`step` states a wrong answer (`wrong_answer`) that no earlier step stated or printed (`same_answer`
@@ -1087,15 +1090,21 @@ class FixProposer:
         return True
 
     def answered(self, step: Step, tested: set[tuple[int, str]], source: Literal["ranked", "earlier", "sequential", "prior"],
-                 why: str | None) -> Diagnosis | None:
-        """The diagnosis that `step`'s wrong answer is the error, corrected `from_answer`, when every fix written of
-        it was refused (`why`) and that correction passes `check_fix` (not tested already); else None."""
+                 why: str | None = None) -> Diagnosis | None:
+        """The diagnosis that `step`'s wrong answer is the error, corrected `from_answer`, when that correction passes
+        `check_fix` (not tested already); else None. In the scan it is the step's correction, with no analyzer call,
+        as failing code's is the reference solution (`referenced`): an earlier step given only the 1.5B's weaker
+        fixes and a later one given the reference answer would move labels later (AgentPrune MATH-500 183, seed 23:
+        the solver's step 1 boxed the wrong 3 that the run ended with; its fixes were replayed and failed, and the
+        programmer's `{0, 1, 2}` at step 2, given `(2, \\infty)`, flipped). `why`: the ranked fix's refusal it
+        replaces."""
         fix = self.from_answer(step)
         if fix is None or check_fix(step, fix, tested=tested, fix_problem=self.fix_problem) is not None:
             return None
         wrong = self.wrong_answer(step.content)
-        self.notes.append(f"step {step.index} ({step.agent}) first states the wrong answer {wrong!r} and no fix written of "
-                          f"it was accepted ({why or 'none'}): its answer replaced by the task's reference answer")
+        self.notes.append(f"step {step.index} ({step.agent}) first states the wrong answer {wrong!r}, which the verifier "
+                          "rejects: its answer replaced by the task's reference answer"
+                          + (f" (the analyzer's fix was refused: {why})" if why else ", the analyzer not asked"))
         return Diagnosis(step=step.index, agent=step.agent, fix=fix, written="answer", source=source,
                          reason=f"it is the first step to state the wrong answer {wrong!r}")
 

@@ -160,10 +160,12 @@ def test_a_deterministic_control_is_proven_identical_and_a_recheck_elsewhere_is_
     [row] = wh.rows("SELECT confidence FROM labels")
     assert row["confidence"] == label.confidence == 1.0  # the control side is known exactly
 
-    # a re-check with a fresh analyzer that blames the coder's second message instead
+    # a re-check with a fresh analyzer that blames the coder's second message instead, on a budget of one replay: the
+    # earlier scan cannot replay step 1 (which, the first to state the wrong answer, would get the reference answer
+    # in its place, `from_answer`, and flip)
     second = _analyzer("causal-steady-b", lambda p, step: DECLINE if step is not None and step != 4 else
                        _fix(4, "coder", f"Rechecked.\nAnswer: {right}"))
-    [again] = recheck(second, 1, warehouse=wh_dir, budget=Budget(max_candidates=1)).runs
+    [again] = recheck(second, 1, warehouse=wh_dir, budget=Budget(max_candidates=1, max_replays=1)).runs
     assert again.recheck_of == label.id and again.agrees is False and (again.agent, again.step) == ("coder", 4), again
     [agreement] = wh.rows("SELECT label_step, recheck_step, agrees FROM agreement")
     assert agreement == {"label_step": 1, "recheck_step": 4, "agrees": False}

@@ -71,8 +71,8 @@ def _replay(run: Trajectory, replayed: list[Intervention]):
 
 def test_the_first_step_to_state_the_wrong_answer_is_corrected_with_the_reference_answer(run: Trajectory):
     """The ranked answer blames the critic's step 6 with a fix that restates 28: refused, and step 6 is not given the
-    reference answer (the coder stated 28 first). The scan then reaches step 1, whose fix is refused the same way:
-    its boxed 28 becomes 16, the rest of its message kept, the replay flips, the control fails: coder@1."""
+    reference answer (the coder stated 28 first). The scan then reaches step 1, the first to state 28: with no
+    analyzer call its boxed 28 becomes 16, the rest of its message kept, the replay flips, the control fails: coder@1."""
     assert "\\boxed{28}" in run.steps[1].content and "\\boxed{28}" in run.steps[6].content
     prompts: list[str] = []
     replayed: list[Intervention] = []
@@ -85,7 +85,8 @@ def test_the_first_step_to_state_the_wrong_answer_is_corrected_with_the_referenc
     assert fix.new_content == run.steps[1].content.replace("\\boxed{28}", "\\boxed{16}")
     assert not any(i.kind == "fix" and i.step == 6 for i in replayed)  # the critic only repeated the coder's 28
     assert any(i.kind == "control" and i.step == 1 for i in replayed)
-    assert any("first states the wrong answer '28'" in n and "reference answer" in n for n in result.notes), result.notes
+    assert any("first states the wrong answer '28'" in n and "the analyzer not asked" in n for n in result.notes), result.notes
+    assert not any("STEP UNDER EXAMINATION: step 1 by" in p for p in prompts)  # the verifier judged it, not the analyzer
     assert any("its wrong answer replaced by the task's reference answer" in n for n in annotation.evidence.notes)
 
 
@@ -104,6 +105,9 @@ def test_only_the_first_statement_of_the_wrong_answer_is_corrected(run: Trajecto
         assert proposer.wrong_answer(run.steps[index].content) == "28"
         assert not proposer.first_stated(run.steps[index]) and proposer.from_answer(run.steps[index]) is None
     assert proposer.from_answer(run.steps[3]) is None  # the critic's program: no marked answer to replace
+    # the marked 28 is the one replaced, not a later 28 of the prose
+    later = run.steps[1].model_copy(update={"content": run.steps[1].content + " So Ahito ran 28 miles."})
+    assert proposer.from_answer(later) == later.content.replace("\\boxed{28}", "\\boxed{16}")
     assert proposer.from_answer(run.steps[2]) is None  # the executor's tool step
 
 

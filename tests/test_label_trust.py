@@ -785,7 +785,8 @@ def test_a_step_stating_an_answer_the_verifier_rejects_is_not_judged_correct():
     """AgentPrune on MATH-500 number_theory/634 (slice of 2026-11-28, seed 4): every agent wrote `Answer: 997`
     (997^-1 mod 1000 is 333); the 1.5B's ranked answers named the task (step 0) twice, then it judged all nine
     agent steps correct, and the search ended with nothing replayed. A step whose stated answer the verifier
-    rejects is asked for its correction instead; the replay of that correction flips the run."""
+    rejects is not judged correct: the first to state it is corrected with the task's answer in place of its own
+    (`from_answer`), with no analyzer call, and the replay of that correction flips the run."""
     [task] = [t for t in load_tasks("math500") if t.task_id == "test/number_theory/634.json"]
     agents = ["math_solver", "programmer", "analyst", "inspector"] * 2 + ["decision"]
     run = run_of(task, [("user", "human", f"The task is:\n\n{task.prompt}\n")] + [(a, "agent", "Answer: 997") for a in agents])
@@ -809,8 +810,9 @@ def test_a_step_stating_an_answer_the_verifier_rejects_is_not_judged_correct():
     a = result.annotation
     assert (a.status, a.verified, a.agent, a.step) == ("labelled", True, "math_solver", 1)
     assert not any("Examine step 1 " in p for p in prompts)  # never asked whether step 1 is correct
-    assert any("step 1 (math_solver) states the answer '997', which the verifier rejects" in n for n in a.evidence.notes)
-    assert [c.step for c in replay.calls if c.kind == "fix"] == [1]
+    assert any("step 1 (math_solver) first states the wrong answer '997', which the verifier rejects" in n
+               for n in a.evidence.notes)
+    assert [(c.step, c.new_content) for c in replay.calls if c.kind == "fix"] == [(1, "Answer: 333")]
 
 
 def test_a_step_with_no_stated_answer_may_still_be_judged_correct():
