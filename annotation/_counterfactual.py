@@ -230,10 +230,20 @@ class _Search:
         limit = self.best.diagnosis.step if self.best is not None else self.horizon
         left_open: list[int] = []
         for step in self.trajectory.steps[:limit]:
-            if step.kind != "agent" or step.index in self.tried_steps():
+            if step.kind != "agent":
                 continue
+            tried = step.index in self.tried_steps()
             what = f"the {source} scan before step {step.index}"
             stop = self.meter.cannot_replay(what) or self.meter.cannot_ask(what)
+            if tried:
+                # a step tried with the analyzer's fixes that first states the run's wrong answer gets the task's answer
+                # in its place too before the scan passes it: a later step given that stronger correction would
+                # otherwise take the label (AgentPrune MATH-500 183, seed 23: the ranked step 1's fixes failed, the
+                # programmer's step 2 got the answer and flipped)
+                answered = None if stop else self.propose.answered(step, self.tested(), source)
+                if answered is not None and self.attempt(answered).success:
+                    return
+                continue
             if stop:
                 self.notes.append(f"{source} scan stopped before step {step.index}: {stop}")
                 return

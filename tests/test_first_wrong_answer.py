@@ -90,6 +90,28 @@ def test_the_first_step_to_state_the_wrong_answer_is_corrected_with_the_referenc
     assert any("its wrong answer replaced by the task's reference answer" in n for n in annotation.evidence.notes)
 
 
+def test_a_step_tried_with_the_analyzers_fix_still_gets_the_reference_answer(run: Trajectory):
+    """The ranked answer names step 1 with a fix of its own that states no answer (accepted, replayed, failed: the
+    1.5B's real "divide by 3.5" fix of this run). The scan does not pass step 1 on that: the first step to state 28
+    gets 16 in its place before any later step is asked (on seed 23's AgentPrune MATH-500 183 the later step got it
+    and took the label)."""
+    prompts: list[str] = []
+    replayed: list[Intervention] = []
+
+    def answer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        prompts.append(messages[-1]["content"])
+        return json.dumps({"fix_needed": True, "mistake_step": 1, "mistake_agent": "coder", "reason": "wrong ratio",
+                           "suggested_fix": REAL["analyzer_fixes"]["1"]})
+
+    register_script("tried-then-answered", answer)
+    result = find_decisive_step(run, analyzer=Chat("scripted/tried-then-answered"), replay=_replay(run, replayed),
+                                budget=Budget(max_reasks=0, max_candidates=1), verify=lambda t, a: verify(t, a))
+    fixes = [(i.step, "\\boxed{16}" in i.new_content) for i in replayed if i.kind == "fix"]
+    assert fixes == [(1, False), (1, True)], fixes  # the analyzer's fix, then the reference answer, both at step 1
+    assert (result.annotation.status, result.annotation.agent, result.annotation.step) == ("labelled", "coder", 1)
+    assert not any("STEP UNDER EXAMINATION" in p for p in prompts)  # no later step was asked about
+
+
 def _proposer(run: Trajectory, task: Task) -> FixProposer:
     return FixProposer(run, run.verdict, TaskContext(question=run.question, ground_truth=task.ground_truth, task=task),
                        lambda *a, **k: "", Meter(Budget()), [], [], 24_000, lambda t, a: verify(t, a), None, None)

@@ -602,7 +602,7 @@ def test_a_described_fix_is_written_into_the_step_in_plain_text_and_replayed():
     chat = Chat("scripted/qwen-describes", extra={"response_format": {"type": "json_object"}})
     replay = replayer(run, task, lambda prefix, i: [("executor", "tool", "exitcode: 0 (execution succeeded)\nCode output: Answer: -33.33"),
                                                     ("critic", "agent", "TERMINATE"), ("coder", "agent", "Answer: -33.33")])
-    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_replays=2, max_candidates=1),
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_replays=3, max_candidates=1),
                                 verify=verify, early_controls=False)  # the replayed calls in order are the subject
 
     # the rewrite prompt shows the step and the described change, never the reference answer, in plain text
