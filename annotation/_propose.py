@@ -28,7 +28,6 @@ from rootstep.benchmarks import (
     answer_leak,
     answer_spans,
     code_blocks,
-    defines,
     extract_code,
     is_suspect,
     parse_call,
@@ -37,6 +36,7 @@ from rootstep.benchmarks import (
     right_answer_in,
     same_answer,
     verify_quietly,
+    writes,
 )
 from rootstep.model import Annotation, Asked, Step, Task, Trajectory, Usage, Verdict, match_agent
 from rootstep.prompts import render, render_steps
@@ -1014,7 +1014,7 @@ class FixProposer:
         if not isinstance(reference, str) or not reference.strip() or not entry or self.failing_code(step.content) is None:
             return None
         fenced = f"```python\n{reference.strip()}\n```"
-        blocks = [b for b in code_blocks(step.content) if defines(b.code, str(entry))]
+        blocks = [b for b in code_blocks(step.content) if writes(b.code, str(entry))]
         if not blocks:
             return fenced
         return step.content[:blocks[-1].start] + fenced + step.content[blocks[-1].end:]
@@ -1285,7 +1285,7 @@ class FixProposer:
         if not entry:
             return None
         code, _how = extract_code(text, entry)
-        if not defines(code, str(entry)):
+        if not writes(code, str(entry)):  # pseudo-code of the function (`function f(...)`) is a wrong version of it
             return None
         verdict = self.verify_text(text)
         if verdict is None or verdict.success or is_suspect(verdict):

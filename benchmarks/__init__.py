@@ -25,7 +25,7 @@ from ._answer import (
     team_answer,
 )
 from ._bfcl import executed_calls_answer, function_summaries, parse_call, reads_calls
-from ._code import CodeBlock, build_program, code_blocks, defines, extract_code
+from ._code import CodeBlock, build_program, code_blocks, defines, extract_code, writes
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
 from ._gaia import gaia_match
@@ -134,4 +134,5 @@ __all__ = [
     "verifier_info",
     "verify",
     "visible_tests",
+    "writes",
 ]

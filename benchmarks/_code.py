@@ -62,6 +62,16 @@ def defines(code: str, name: str | None) -> bool:
     return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(|^class\s+{re.escape(name)}\b", code, re.M) is not None
 
 
+def writes(code: str, name: str | None) -> bool:
+    """Whether `code` defines `name` (`defines`) or writes it out in another language's or pseudo-code's keyword
+    (`function name(`, `func name(`, `fn name(`): the 0.5B's AgentPrune analyst designed HumanEval/38's
+    `decode_cyclic` as `function decode_cyclic(s: str):` with the encoder's body (seed 23), a wrong version of the
+    task's function although no Python parser reads it."""
+    if defines(code, name):
+        return True
+    return bool(name) and re.search(rf"^\s*(?:function|func|fn)\s+{re.escape(str(name))}\s*\(", code, re.M) is not None
+
+
 def _compiles(code: str) -> bool:
     try:
         ast.parse(code)
