@@ -240,7 +240,10 @@ class _Search:
                 # in its place too before the scan passes it: a later step given that stronger correction would
                 # otherwise take the label (AgentPrune MATH-500 183, seed 23: the ranked step 1's fixes failed, the
                 # programmer's step 2 got the answer and flipped)
-                answered = None if stop else self.propose.answered(step, self.tested(), source)
+                # unless a fix stating a right answer was tried there already (a flaky team's ranked `Answer: <right>`)
+                verdicts = [self.propose.stated(a.diagnosis.fix) for a in self.decided() if a.diagnosis.step == step.index]
+                given = any(v is not None and v.success for v in verdicts)
+                answered = None if stop or given else self.propose.answered(step, self.tested(), source)
                 if answered is not None and self.attempt(answered).success:
                     return
                 continue
