@@ -626,8 +626,9 @@ class Diagnosis(BaseModel):
     then the step written for it (`written`)."""
     written: Literal["retake", "rewrite", "reference", "answer"] | None = None
     """How a described fix was written: the step taken again by the analyzer's model in the agent's seat
-    (`retake_step`), the analyzer's description made in the step's message (`rewrite_step`), or the step's
-    failing code replaced by the task's reference solution (`FixProposer.from_reference`)."""
+    (`retake_step`), the analyzer's description made in the step's message (`rewrite_step`), the step's
+    failing code replaced by the task's reference solution (`FixProposer.from_reference`), or the wrong answer it
+    first stated replaced by the task's answer (`FixProposer.from_answer`)."""
     source: Literal["ranked", "earlier", "sequential", "prior", "joint"] = "ranked"
 
 
