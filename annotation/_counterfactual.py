@@ -232,21 +232,26 @@ class _Search:
         for step in self.trajectory.steps[:limit]:
             if step.kind != "agent":
                 continue
-            tried = step.index in self.tried_steps()
             what = f"the {source} scan before step {step.index}"
-            stop = self.meter.cannot_replay(what) or self.meter.cannot_ask(what)
-            if tried:
+            if step.index in self.tried_steps():
                 # a step tried with the analyzer's fixes that first states the run's wrong answer gets the task's answer
                 # in its place too before the scan passes it: a later step given that stronger correction would
                 # otherwise take the label (AgentPrune MATH-500 183, seed 23: the ranked step 1's fixes failed, the
-                # programmer's step 2 got the answer and flipped)
-                # unless a fix stating a right answer was tried there already (a flaky team's ranked `Answer: <right>`)
+                # programmer's step 2 got the answer and flipped); unless a fix stating a right answer was tried there
+                # already (a flaky team's ranked `Answer: <right>`). The budget is asked only when there is such a
+                # replay to make: a step with nothing left to try stops nothing.
                 verdicts = [self.propose.stated(a.diagnosis.fix) for a in self.decided() if a.diagnosis.step == step.index]
-                given = any(v is not None and v.success for v in verdicts)
-                answered = None if stop or given else self.propose.answered(step, self.tested(), source)
+                if any(v is not None and v.success for v in verdicts) or self.propose.from_answer(step) is None:
+                    continue
+                stop = self.meter.cannot_replay(what)
+                if stop:
+                    self.notes.append(f"{source} scan stopped before step {step.index}: {stop}")
+                    return
+                answered = self.propose.answered(step, self.tested(), source)
                 if answered is not None and self.attempt(answered).success:
                     return
                 continue
+            stop = self.meter.cannot_replay(what) or self.meter.cannot_ask(what)
             if stop:
                 self.notes.append(f"{source} scan stopped before step {step.index}: {stop}")
                 return

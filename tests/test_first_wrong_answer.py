@@ -137,3 +137,36 @@ def test_no_reference_answer_no_correction(run: Trajectory):
     """A task without a ground truth (a user's own benchmark): nothing to put in the step's place."""
     task = Task.model_validate({**REAL["task"], "ground_truth": ""})
     assert _proposer(run, task).from_answer(run.steps[1]) is None
+
+
+def test_a_tried_step_with_nothing_left_to_try_does_not_count_as_a_cut(run: Trajectory):
+    """Step 1's ranked fix already stated the right 16 (replayed, failed here), the critic's step 3 then flips, and
+    the replay budget is spent. The scan before step 3 meets only step 1, tried with a right answer: nothing is left
+    to replay there, so nothing was stopped, and the search reports no cut and the earliest step established."""
+    answers = iter([(1, "Let me recompute.\nAnswer: 16"), (3, "```python\nahito = 52 - 8 - 28\nprint(ahito)\n```")])
+    replayed: list[Intervention] = []
+
+    def answer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        step, fix = next(answers, (3, "unused"))
+        return json.dumps({"fix_needed": True, "mistake_step": step, "mistake_agent": run.steps[step].agent,
+                           "reason": "the answer is wrong", "suggested_fix": fix})
+
+    register_script("nothing-left-to-try", answer)
+    task = Task.model_validate(REAL["task"])
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replayed.append(i)
+        if i.kind == "fix" and i.step == 3:
+            final = "Answer: 16"
+            return run.model_copy(update={"final_answer": final}), verify(task, final), ReplayOutcome(cost=Usage(llm_calls=1))
+        assert run.verdict is not None
+        return run, run.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
+
+    result = find_decisive_step(run, analyzer=Chat("scripted/nothing-left-to-try"), replay=replay,
+                                budget=Budget(max_reasks=0, max_candidates=2, max_replays=2),
+                                verify=lambda t, a: verify(t, a))
+    a = result.annotation
+    assert (a.status, a.agent, a.step) == ("labelled", "critic", 3), result.notes
+    assert [(i.step, i.kind) for i in replayed if i.kind == "fix"] == [(1, "fix"), (3, "fix")]
+    assert all(x.source == "ranked" for x in (att.diagnosis for att in result.attempts))  # both from the ranked phase
+    assert a.search_stats.cut_by is None, (a.search_stats, result.notes, a.earliest)
