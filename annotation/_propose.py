@@ -1078,7 +1078,7 @@ class FixProposer:
         against each earlier agent step's text and each tool step's printed output)."""
         if self.task is None or self.verify is None or self.wrong_answer(step.content) is None:
             return False
-        for s in self.trajectory.steps[1:step.index]:
+        for s in self.trajectory.steps[:step.index]:
             if s.kind == "agent":
                 earlier = s.content
             elif s.kind in ("tool", "environment"):
