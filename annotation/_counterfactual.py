@@ -6,6 +6,9 @@ agent step, the agent is the one who took it, the fix changes it) and re-asked w
 the fix is forced as an `Intervention(kind="fix")` and the run re-simulated; Omega decides.
 
 Search order (`find_decisive_step`):
+0. *grounded*: the first agent step whose correction the task itself gives (its code fails the tests: the
+   reference solution; it first states the run's wrong answer: the task's answer in its place) is replayed with
+   that correction before the analyzer is asked;
 1. *ranked*: the analyzer's own diagnosis, then new diagnoses with the failed ones fed back, up to
    `Budget.max_candidates`, until one succeeds at step t;
 2. *earlier*: every untried agent step before t in ascending order (all untried steps when nothing
@@ -205,6 +208,21 @@ class _Search:
                 return
             if self.attempt(diagnosis, early_control=True).success:
                 return
+
+    def grounded(self) -> None:
+        """Before the analyzer is asked: the first agent step whose correction the task itself gives
+        (`FixProposer.grounded`) gets it, replayed with its control beside it. The scan corrects such a step this way
+        with no analyzer call anyway; tried first, a flip there leaves the analyzer only the steps before it to clear,
+        where the ranked call would have named that step and written a fix the checks refuse (on the main job of
+        2026-12-01, 5 analyzer calls and no replay for GSM8K test-474, whose coder's program printed 25.0)."""
+        diagnosis = self.propose.grounded(self.tested())
+        if diagnosis is None:
+            return
+        stop = self.meter.cannot_replay(f"the task-grounded correction of step {diagnosis.step}")
+        if stop:
+            self.notes.append(f"task-grounded correction of step {diagnosis.step} not tried: {stop}")
+            return
+        self.attempt(diagnosis, early_control=True)
 
     def by_prior(self, prior: Sequence[int]) -> None:
         """The ranked phase with a prior: ask about the prior's agent steps in its order (the analyzer may judge
@@ -505,7 +523,8 @@ def find_decisive_step(
     search = _Search(trajectory, verdict, task_context or TaskContext.of(trajectory), analyzer, replay,
                      budget or Budget(), max_prompt_chars, verify, controls, repeats, deterministic, step_request,
                      run_program, early_controls, step_tools)
-    if prior is not None:
+    search.grounded()
+    if prior is not None and search.best is None:
         search.by_prior(prior)
     if search.best is None:
         search.ranked()

@@ -629,7 +629,7 @@ class Diagnosis(BaseModel):
     (`retake_step`), the analyzer's description made in the step's message (`rewrite_step`), the step's
     failing code replaced by the task's reference solution (`FixProposer.from_reference`), or the wrong answer it
     first stated replaced by the task's answer (`FixProposer.from_answer`)."""
-    source: Literal["ranked", "earlier", "sequential", "prior", "joint"] = "ranked"
+    source: Literal["ranked", "earlier", "sequential", "prior", "grounded", "joint"] = "ranked"
 
 
 class NoAgentError(BaseModel):
@@ -1020,8 +1020,29 @@ class FixProposer:
             return fenced
         return step.content[:blocks[-1].start] + fenced + step.content[blocks[-1].end:]
 
+    def grounded(self, tested: set[tuple[int, str]]) -> Diagnosis | None:
+        """The correction the task itself gives of the first agent step that has one, before the failure horizon: its
+        code fails the task's tests and the task has a reference solution (`referenced`), or it is the first to state
+        the run's wrong answer (`answered`); None when no step has one. Only the first such step: any later one needs
+        the steps before it examined first. The step the run's final answer came from is not given the task's answer
+        here: there the substitution would be the whole answer handed over, and a verifier that misread a right answer
+        is the analyzer's to say (`NoAgentError`)."""
+        final = answer_step(self.trajectory)
+        for step in self.trajectory.steps[:self.horizon]:
+            if step.kind != "agent":
+                continue
+            found = self.referenced(step, tested, "grounded")
+            if found is None and (final is None or final.index != step.index):
+                found = self.answered(step, tested, "grounded")
+            if found is not None:
+                if found.written == "reference":
+                    self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests: "
+                                      "corrected with the task's reference solution before the analyzer was asked")
+                return found
+        return None
+
     def referenced(self, step: Step, tested: set[tuple[int, str]],
-                   source: Literal["ranked", "earlier", "sequential", "prior"]) -> Diagnosis | None:
+                   source: Literal["ranked", "earlier", "sequential", "prior", "grounded"]) -> Diagnosis | None:
         """The diagnosis that `step`'s failing code is the error, corrected `from_reference`, when that fix passes
         `check_fix` (not tested already); else None."""
         fix = self.from_reference(step)
@@ -1051,26 +1072,66 @@ class FixProposer:
     def from_answer(self, step: Step) -> str | None:
         """`step` with the wrong answer it marks (a box, an `Answer:` line, an answer phrase) replaced by the task's
         reference answer, when the step is where that answer first appears (`first_stated`) and the verifier accepts
-        the result; None otherwise (a coding task, no reference answer, a step whose answer is what its program
-        prints, an answer the team had stated or printed before). The math counterpart of `from_reference`: a step
+        the result, or, for a step whose answer is what its program prints, that program's output so corrected
+        (`from_printed`); None otherwise (a task that is not math or QA, no reference answer, an answer the team had
+        stated or printed before). The math counterpart of `from_reference`: a step
         that states a wrong answer gave one, so correcting it hands nothing over (`answer_leak`), and an earlier
         step that stated it first is where the error was (a critic repeating the coder's 28 is not corrected in
         its place). On the 2026-11-29 slice (seed 17) AgentPrune MATH-500 1508's analyst wrote `1` (wrong) and every
         fix the 1.5B wrote of it stated 1 again: the step was left open and the scan stopped there."""
-        if self.task is None or self.task.kind == "coding" or not (self.task.ground_truth or "").strip():
+        if self.task is None or self.task.kind not in ("math", "qa") or not (self.task.ground_truth or "").strip():
             return None
-        if program_output(step.content, self.run_program) is not None or not self.first_stated(step):
+        if not self.first_stated(step):
             return None
+        truth = str(self.task.ground_truth).strip()
+        printed = program_output(step.content, self.run_program)
+        if printed is not None:
+            return self.from_printed(step, printed, truth)
         marked = [span for span, method in answer_spans(step.content) if method in ("boxed", "answer_line", "answer_phrase")]
         if not marked:
             return None
-        span, text = marked[0], step.content
+        return self.replaced(step.content, marked[0], truth, lambda fixed: fixed)
+
+    def replaced(self, text: str, span: str, truth: str, as_step: Callable[[str], str]) -> str | None:
+        """`as_step(text with one of the last occurrences of `span` replaced by `truth`)` for the first occurrence, from
+        the last, whose result the verifier accepts (`stated`); None when none does."""
         at = [m.start() for m in re.finditer(re.escape(span), text)]
         for start in reversed(at[-5:]):  # the span as it is marked: `\boxed{28}. So Ahito ran 28 miles` has two 28s
-            fixed = text[:start] + str(self.task.ground_truth).strip() + text[start + len(span):]
+            fixed = as_step(text[:start] + truth + text[start + len(span):])
             verdict = self.stated(fixed)
             if verdict is not None and verdict.success:
                 return fixed
+        return None
+
+    def from_printed(self, step: Step, printed: str, truth: str) -> str | None:
+        """`from_answer` for a step whose answer is what its program prints (AG2's coder: `print(f"Answer: {x}")`, run
+        by the executor): its Python blocks replaced by one program that prints what the step's program printed with
+        the wrong answer replaced by the task's answer, the prose around them kept. The step's own computation would
+        have to change to print the right answer; the counterfactual asks whether the team succeeds from a step that
+        gives the right answer, as the marked answer's substitution does. On the main job (2026-12-01) every fix the
+        1.5B wrote of GSM8K test-474's coder step 1 (its program assumes 100 students and prints `Answer: 25.0`)
+        printed 25.0 or 26.67 again, and the search ended with no replay."""
+        wrong = self.wrong_answer(step.content)
+        if wrong is None:
+            return None
+        blocks = [b for b in code_blocks(step.content) if b.python]
+        if not blocks:
+            return None
+        text = step.content
+
+        def as_step(output: str) -> str:
+            program = f"```python\nprint({output!r})\n```"
+            kept = text[:blocks[0].start] + program
+            for before, after in zip(blocks, blocks[1:]):
+                kept += text[before.end:after.start]
+            return kept + text[blocks[-1].end:]
+
+        spans = [wrong, *(s for s, _ in answer_spans(printed) if s != wrong)]
+        for span in spans:
+            if span and span in printed:
+                fixed = self.replaced(printed, span, truth, as_step)
+                if fixed is not None:
+                    return fixed
         return None
 
     def first_stated(self, step: Step) -> bool:
@@ -1090,7 +1151,8 @@ class FixProposer:
                 return False
         return True
 
-    def answered(self, step: Step, tested: set[tuple[int, str]], source: Literal["ranked", "earlier", "sequential", "prior"],
+    def answered(self, step: Step, tested: set[tuple[int, str]],
+                 source: Literal["ranked", "earlier", "sequential", "prior", "grounded"],
                  why: str | None = None) -> Diagnosis | None:
         """The diagnosis that `step`'s wrong answer is the error, corrected `from_answer`, when that correction passes
         `check_fix` (not tested already); else None. In the scan it is the step's correction, with no analyzer call,

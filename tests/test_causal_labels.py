@@ -112,12 +112,14 @@ def test_a_flip_whose_control_flips_too_is_not_causal_and_never_a_label():
     a = result.annotation
     assert (a.status, a.verified) == ("not_causal", False)
     assert "control replays (the step unchanged) flipped" in a.evidence.reason
-    # then the earlier scan: solver_a's step 1 first states the wrong 120 and its only "fix" was a judgement that it
-    # is fine, so its answer is replaced by the reference answer (`from_answer`): the majority keeps 120, it fails
-    assert [r.intervention.kind for r in result.replays] == ["fix", "control", "fix"]
-    assert result.replays[-1].intervention.step == 1 and result.replays[-1].intervention.new_content.endswith("Answer: 2")
+    # first, before the analyzer is asked: solver_a's step 1 first states the wrong 120, so its answer is replaced by
+    # the reference answer (`from_answer`, the grounded phase): the majority keeps 120, it fails; then the ranked fix
+    kinds = [(r.intervention.step, r.intervention.kind) for r in result.replays]
+    assert sorted(kinds[:2]) == [(1, "control"), (1, "fix")] and sorted(kinds[2:]) == [(4, "control"), (4, "fix")]
+    step_1 = next(r for r in result.replays if r.intervention.step == 1 and r.intervention.kind == "fix")
+    assert step_1.intervention.new_content.endswith("Answer: 2") and step_1.success_after is False
     assert a.evidence.replay_ids == [r.id for r in result.replays]  # stored with its replays
-    assert result.attempts[0].not_causal and not result.attempts[0].success
+    assert result.attempts[1].not_causal and not result.attempts[1].success
 
 
 def test_a_deterministic_control_is_proven_identical_without_a_replay():
@@ -193,7 +195,7 @@ def test_an_ensemble_repeating_one_error_gets_a_multi_step_label_not_the_aggrega
                                 budget=Budget(max_candidates=1))
     a = result.annotation
     # fixes at 1, 2 and 3 alone keep the majority's 120; their joint fix flips, and its control fails
-    assert [x.steps for x in result.attempts] == [[4], [1], [2], [3], [1, 2, 3]]
+    assert [x.steps for x in result.attempts] == [[1], [4], [2], [3], [1, 2, 3]]  # step 1's answer first (grounded)
     assert (a.status, a.verified, a.step, a.agent) == ("labelled", True, 1, "solver_a")
     assert a.multi_step is True and a.steps == [1, 2, 3]
     assert a.metadata["agents"] == ["solver_a", "solver_b", "solver_c"]
@@ -213,7 +215,7 @@ def test_repeats_give_flip_counts_on_both_sides_and_a_confidence():
     assert (check["flips"], check["trials"], check["control_flips"], check["control_trials"]) == (3, 3, 0, 3)
     assert len(check["repeat_replays"]) == 2 and len(check["controls_replayed"]) == 3
     assert a.confidence == effect(3, 3, 0, 3).confidence > 0.98
-    assert a.cost.replays == 7  # 3 flips, 3 controls, and step 1's answer replaced by the reference answer (failed)
+    assert a.cost.replays == 8  # step 1's answer replaced by the reference answer (failed) and its control, 3 flips, 3 controls
 
 
 def test_wilson_and_the_newcombe_difference():
@@ -463,7 +465,8 @@ def test_the_step_that_gave_the_runs_answer_may_be_corrected_into_one():
     assert run.success is False and run.final_answer == run.steps[4].content
     analyzer, prompts = scripted("causal-answer-step", ranks_aggregator())
     result = find_decisive_step(run, analyzer=analyzer, replay=team.replay, verify=verify, budget=Budget(max_candidates=1))
-    assert result.annotation.answer_leaks == 0 and result.attempts[0].diagnosis.step == 4
+    ranked = next(x.diagnosis for x in result.attempts if x.diagnosis.source == "ranked")
+    assert result.annotation.answer_leaks == 0 and ranked.step == 4
 
 
 def test_correcting_a_result_worked_out_in_prose_is_not_a_leak():

@@ -77,8 +77,10 @@ DECLINE = json.dumps({"fix_needed": False, "reason": "this step is correct"})
 
 
 def _ag2_team(prefix: str, right: int, wrong: int, *, flaky: bool, one_model: bool = False) -> tuple[str, dict[str, str]]:
-    """coder: its answer, kept when its own earlier message stated one (a fixed step carries on); the flaky
-    coder answers wrong on its first two calls (the recording) and right on every later, live one.
+    """coder: its answer, kept when its own earlier message stated one it had re-derived (a fixed step carries on);
+    from its own working (`I worked it out step by step.`, whatever answer that states) it works the answer out
+    wrong again; the flaky coder answers wrong on its first two calls (the recording) and right on every later,
+    live one.
     critic: asks once for a re-check, then TERMINATE. `one_model`: one script for both agents (the command
     line has one --model), answering as the agent whose system prompt it is sent."""
     calls = {"coder": 0}
@@ -89,7 +91,8 @@ def _ag2_team(prefix: str, right: int, wrong: int, *, flaky: bool, one_model: bo
         if flaky:
             value = wrong if calls["coder"] <= 2 else right
         else:
-            stated = [int(x) for x in re.findall(r"Answer: (\d+)", "\n".join(mine))]
+            rederived = [m for m in mine if not m.startswith("I worked it out step by step.")]
+            stated = [int(x) for x in re.findall(r"Answer: (\d+)", "\n".join(rederived))]
             value = stated[-1] if stated else wrong
         return f"I worked it out step by step.\nAnswer: {value}"
 
@@ -128,7 +131,9 @@ def test_a_flaky_teams_flip_that_its_control_shows_too_is_no_label(prefect_harne
     assert "control replays (the step unchanged) flipped" in stored["reason"]
     kinds = [r["intervention_kind"] for r in wh.rows(
         "SELECT intervention_kind FROM replays WHERE run_id = ? ORDER BY created_at", [run.run_id])]
-    assert sorted(kinds) == ["control", "fix"]  # stored with its replays (the control ran beside the fix: either first)
+    # stored with its replays: step 1 given the task's answer first (the grounded phase) with its control beside it
+    # (either first), then the ranked fix, which flipped too, against the same control
+    assert sorted(kinds[:2]) == ["control", "fix"] and kinds[2:] == ["fix"]
     control = wh.rows("SELECT * FROM replays WHERE intervention_kind = 'control'")[0]
     assert control["success_after"] is True and control["live_calls"] > 0
     [q] = wh.rows("SELECT not_causal, counterfactual_labels FROM quality")
@@ -160,12 +165,13 @@ def test_a_deterministic_control_is_proven_identical_and_a_recheck_elsewhere_is_
     [row] = wh.rows("SELECT confidence FROM labels")
     assert row["confidence"] == label.confidence == 1.0  # the control side is known exactly
 
-    # a re-check with a fresh analyzer that blames the coder's second message instead, on a budget of one replay: the
-    # earlier scan cannot replay step 1 (which, the first to state the wrong answer, would get the reference answer
-    # in its place, `from_answer`, and flip)
+    # a re-check with a fresh analyzer that blames the coder's second message instead: step 1, the first to state the
+    # wrong answer, is given the reference answer in its place first (`from_answer`, the grounded phase), and fails
+    # (the coder works the answer out again from its unchanged working); the ranked fix of step 4 flips, and the scan
+    # finds step 1 tried
     second = _analyzer("causal-steady-b", lambda p, step: DECLINE if step is not None and step != 4 else
                        _fix(4, "coder", f"Rechecked.\nAnswer: {right}"))
-    [again] = recheck(second, 1, warehouse=wh_dir, budget=Budget(max_candidates=1, max_replays=1)).runs
+    [again] = recheck(second, 1, warehouse=wh_dir, budget=Budget(max_candidates=1)).runs
     assert again.recheck_of == label.id and again.agrees is False and (again.agent, again.step) == ("coder", 4), again
     [agreement] = wh.rows("SELECT label_step, recheck_step, agrees FROM agreement")
     assert agreement == {"label_step": 1, "recheck_step": 4, "agrees": False}

@@ -76,7 +76,15 @@ def replayer(task: Task, check) -> tuple[Any, list[Intervention]]:
     return replay, replays
 
 
+def without_reference(task: Task) -> Task:
+    """`task` as a user's own coding benchmark may give it: tests, no reference solution."""
+    return task.model_copy(update={"metadata": {k: v for k, v in task.metadata.items() if k != "reference_solution"}})
+
+
 def test_a_fix_whose_code_fails_the_tests_is_refused_before_its_replay(task, check):
+    """(On a task without a reference solution: with one, the step's code is corrected from it before the analyzer
+    is asked, the next tests.)"""
+    task = without_reference(task)
     run = run_of(task, check, CODER)
     assert run.verdict is not None and not run.verdict.success
     replay, replays = replayer(task, check)
@@ -158,11 +166,6 @@ RETAKEN = ("```python\ndef string_to_tuple(s):\n    return tuple(s)\n\n# Test ca
            "('i', 't', 'e', 'm', '1')\n```")
 
 
-def without_reference(task: Task) -> Task:
-    """`task` as a user's own coding benchmark may give it: tests, no reference solution."""
-    return task.model_copy(update={"metadata": {k: v for k, v in task.metadata.items() if k != "reference_solution"}})
-
-
 def test_a_retake_whose_code_fails_is_re_asked_in_the_agents_seat_with_the_failing_test(task, check):
     """The retake was refused unseen (`wrong_code`) and the step stayed open with no replay; asked again in the
     coder's seat with the first failing test stated (`max_write_reasks=1`; the 1.5B never mended a refused
@@ -199,11 +202,11 @@ def test_a_retake_whose_code_fails_is_re_asked_in_the_agents_seat_with_the_faili
 REFERENCE = "```python\ndef string_to_tuple(str1):\n    result = tuple(x for x in str1 if not x.isspace()) \n    return result\n```"
 
 
-def test_a_described_fix_of_failing_code_is_the_tasks_reference_solution_without_a_model_call(task, check):
+def test_the_first_failing_step_is_corrected_from_the_reference_before_the_analyzer_is_asked(task, check):
     """The main job's MBPP 310 (2026-11-29): the 1.5B's retake kept `tuple(s)` and its rewrite left the message
     unchanged, so step 1 stayed open and nothing was replayed. The step's code fails the tests, so it gave a wrong
-    answer: its code replaced by the task's reference solution is the fix, written with no model call, replayed and
-    the label, the rest of the message kept."""
+    answer: its code replaced by the task's reference solution is the fix, the rest of the message kept. It is tried
+    first, with its control beside it (the grounded phase): the flip is the label and the analyzer is never asked."""
     assert task.metadata["reference_solution"].strip() in REFERENCE.replace("```python\n", "")
     coder = "Here is the function:\n" + CODER + "\nIt converts the string."
     run = run_of(task, check, coder)
@@ -222,24 +225,66 @@ def test_a_described_fix_of_failing_code_is_the_tasks_reference_solution_without
     assert result.verified and (result.agent, result.step) == ("coder", 1)
     fixes = [i.new_content for i in replays if i.kind == "fix"]
     assert fixes == ["Here is the function:\n" + REFERENCE + "\nIt converts the string."]
-    assert result.attempts[0].diagnosis.written == "reference"
-    assert len(seen) == 1  # the ranked diagnosis only: no retake, no rewrite
+    assert sorted(i.kind for i in replays) == ["control", "fix"]  # side by side
+    d = result.attempts[0].diagnosis
+    assert (d.written, d.source) == ("reference", "grounded")
+    assert seen == []  # no analyzer call: no ranked diagnosis, no retake, no rewrite
+    assert result.annotation.cost.llm_calls == 4  # the replays' (2 each), none of the analyzer's
     assert any("its failing code replaced by the task's reference solution" in n for n in result.annotation.evidence.notes)
+
+
+CRITIC_CODE = "Here is my version:\n" + FIX_LIST
+
+
+def critic_run(task: Task, check) -> tuple[Trajectory, Any, list[Intervention]]:
+    """The coder's failing `tuple(s)` at step 1, then the critic's own failing code at step 3, which the run ends
+    with; a replay keeps the critic's step unless it is the one corrected (the critic writes its own code whatever
+    the coder wrote), so correcting step 1 still fails."""
+    run = run_of(task, check, CODER, critic=CRITIC_CODE).model_copy(
+        update={"final_answer": CRITIC_CODE, "verdict": check(task, CRITIC_CODE)})
+    replays: list[Intervention] = []
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replays.append(i)
+        critic = i.new_content if i.step == 3 else CRITIC_CODE
+        result = run_of(task, check, i.new_content if i.step == 1 else CODER, critic=critic)
+        result = result.model_copy(update={"final_answer": critic, "verdict": check(task, critic)})
+        return result, result.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
+
+    return run, replay, replays
+
+
+def test_a_described_fix_of_a_later_failing_step_is_the_tasks_reference_solution_without_a_model_call(task, check):
+    """The first failing step got the reference first (and still failed); the analyzer then describes a change of
+    the critic's failing code: that step's correction is written from the reference with no retake or rewrite call,
+    replayed and the label (the coder's step 1 was tried)."""
+    run, replay, replays = critic_run(task, check)
+    described = diag(3, "critic", "The critic should use the `tuple()` function without the spaces. The corrected code is "
+                                  "as follows:\n" + FIX_LIST)
+    chat, prompts = analyzer("described-reference-later", [described])
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(), verify=check,
+                                step_request=lambda step: None)
+
+    assert result.verified and (result.agent, result.step) == ("critic", 3)
+    assert [(i.step, i.kind) for i in replays if i.kind == "fix"] == [(1, "fix"), (3, "fix")]
+    assert [a.diagnosis.written for a in result.attempts] == ["reference", "reference"]
+    assert [a.diagnosis.source for a in result.attempts] == ["grounded", "ranked"]
+    assert len(prompts) == 1  # the ranked diagnosis only: no retake, no rewrite
+    assert result.attempts[1].diagnosis.instruction is not None  # the analyzer's description, kept
 
 
 def test_a_ranked_fix_that_fails_the_tests_after_its_re_asks_falls_back_to_the_reference(task, check):
     """The analyzer's own code is preferred: re-asked with the failing test first; when its fixes still fail, the
     step it named is corrected with the reference solution instead of ending the ranked phase with no replay."""
-    run = run_of(task, check, CODER)
-    chat, prompts = analyzer("ranked-failing-reference", [diag(1, "coder", FIX_LIST)])
-    replay, replays = replayer(task, check)
+    run, replay, replays = critic_run(task, check)
+    chat, prompts = analyzer("ranked-failing-reference", [diag(3, "critic", "Here is my version:\n" + CODER)])
     result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_reasks=1), verify=check)
 
-    assert result.verified and (result.agent, result.step) == ("coder", 1)
+    assert result.verified and (result.agent, result.step) == ("critic", 3)
     assert len(prompts) == 2 and "wrong_code" in prompts[1]  # the analyzer re-asked once with the failing test
-    assert [i.new_content for i in replays if i.kind == "fix"] == [REFERENCE]
-    assert result.attempts[0].diagnosis.reason == "the space is kept"  # the analyzer's finding, its fix the task's
-    assert any("the ranked fix of step 1 failed the task's tests" in n for n in result.annotation.evidence.notes)
+    assert [(i.step, i.new_content) for i in replays if i.kind == "fix"][1:] == [(3, "Here is my version:\n" + REFERENCE)]
+    assert result.attempts[1].diagnosis.reason == "the space is kept"  # the analyzer's finding, its fix the task's
+    assert any("the ranked fix of step 3 failed the task's tests" in n for n in result.annotation.evidence.notes)
 
 
 def test_the_scan_corrects_an_earlier_failing_step_from_the_reference_and_leaves_other_steps_to_the_analyzer(task, check):

@@ -62,8 +62,10 @@ def test_a_prose_fix_that_restates_the_rejected_answer_is_refused_and_the_scan_s
     result = find_decisive_step(run, analyzer=Chat("scripted/kept-wrong-answer"), replay=replay,
                                 budget=Budget(max_reasks=0), verify=lambda t, a: verify(t, a))
     fixes = [(i.step, i.kind) for i in replayed]
-    # steps 1, 3 and 4: fixes that change the answer (all wrong, the replays fail); step 6's prose keeps the 28
-    assert fixes == [(1, "fix"), (3, "fix"), (4, "fix"), (1, "fix")]  # the last: the joint fix of 1, 3 and 4
+    # step 1, the first to state 28, gets the task's 16 first, with its control beside it (the grounded phase); then
+    # steps 3 and 4: fixes that change the answer (all wrong, the replays fail); step 6's prose keeps the 28
+    assert sorted(fixes[:2]) == [(1, "control"), (1, "fix")] and "\\boxed{16}" in replayed[fixes.index((1, "fix"))].new_content
+    assert fixes[2:] == [(3, "fix"), (4, "fix"), (1, "fix")]  # the last: the joint fix of 1, 3 and 4
     assert replayed[-1].also and [x.step for x in replayed[-1].also] == [3, 4]
     refusals = [n for n in result.notes if "keeps the answer '28' of step 6" in n]
     assert refusals, result.notes

@@ -72,14 +72,16 @@ def test_the_real_ranked_fix_of_the_right_step_is_refused_and_the_chance_flip_is
     replays: list[Intervention] = []
 
     def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:  # any fix flips: the team's chance
-        replays.append(i)
-        verdict = Verdict(success=i.kind == "fix", details={})
+        replays.append(i)  # (but the reviewer's step 12, the first to state a wrong answer: its correction is tried first)
+        verdict = Verdict(success=i.kind == "fix" and i.step != 12, details={})
         return (run.model_copy(update={"verdict": verdict, "parent_run_id": run.id}), verdict,
                 ReplayOutcome(cost=Usage(llm_calls=11)))
 
     result = find_decisive_step(run, analyzer=Chat("scripted/right-step-analyzer"), replay=replay,
                                 budget=Budget(max_reasks=1), verify=check, run_program=sandbox_runner(docker_sandbox))
     assert not any(i.step == 1 for i in replays)  # the step that had the right answer is never "fixed"
+    first = result.attempts[0].diagnosis  # the reviewer's `Answer: \\(\\frac{4+6a-1-3a}{5-4}\\)` given the task's answer
+    assert (first.step, first.source, first.written) == (12, "grounded", "answer")
     assert (result.annotation.agent, result.annotation.step) != ("coder", 1)
     notes = result.annotation.evidence.notes
     assert any("right_already: step 1 (coder) already states the answer" in n for n in notes), notes
