@@ -346,7 +346,8 @@ class _Search:
             + {"rewrite": ", written from the analyzer's description",
                "retake": ", retaken by the analyzer's model in the agent's seat",
                "reference": ", its failing code replaced by the task's reference solution",
-               "answer": ", its wrong answer replaced by the task's reference answer"}.get(a.diagnosis.written or "", "") + "): "
+               "answer": ", its wrong answer replaced by the task's reference answer",
+               "calls": ", its calls replaced by the failed turn's ground-truth calls"}.get(a.diagnosis.written or "", "") + "): "
             + _outcome(a, self.trial.failed_at) + f" [{a.replay.id}]"
             + (f"; controls: {a.check.effect.control_flips}/{a.check.effect.control_trials} flipped"
                + (f" ({a.check.proven_identical} proven identical: {a.check.proven_why})" if a.check.proven_identical else "")

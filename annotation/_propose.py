@@ -23,18 +23,24 @@ from typing import Any, Callable, Iterator, Literal, NamedTuple, Protocol, Seque
 
 from pydantic import BaseModel, ConfigDict
 from rootstep.benchmarks import (
+    CallStep,
     RunProgram,
     Verify,
     answer_leak,
+    calls_answer,
+    executed_calls_answer,
     answer_spans,
     code_blocks,
     extract_code,
     is_suspect,
+    matching,
     parse_call,
     printed_output,
     program_output,
+    reads_calls,
     right_answer_in,
     same_answer,
+    task_functions,
     verify_quietly,
     writes,
 )
@@ -624,11 +630,12 @@ class Diagnosis(BaseModel):
     instruction: str | None = None
     """The analyzer's description of the change when it described the fix instead of writing it; `fix` is
     then the step written for it (`written`)."""
-    written: Literal["retake", "rewrite", "reference", "answer"] | None = None
+    written: Literal["retake", "rewrite", "reference", "answer", "calls"] | None = None
     """How a described fix was written: the step taken again by the analyzer's model in the agent's seat
     (`retake_step`), the analyzer's description made in the step's message (`rewrite_step`), the step's
-    failing code replaced by the task's reference solution (`FixProposer.from_reference`), or the wrong answer it
-    first stated replaced by the task's answer (`FixProposer.from_answer`)."""
+    failing code replaced by the task's reference solution (`FixProposer.from_reference`), the wrong answer it
+    first stated replaced by the task's answer (`FixProposer.from_answer`), or its calls replaced by the ground truth's
+    of the user turn the run failed at (`FixProposer.from_calls`)."""
     source: Literal["ranked", "earlier", "sequential", "prior", "grounded", "joint"] = "ranked"
 
 
@@ -897,6 +904,7 @@ class FixProposer:
                  step_tools: StepTools | None = None):
         self.trajectory = trajectory
         self.horizon = failure_horizon(trajectory, verdict)
+        self.failed_at = failed_turn(verdict)
         self.task = context.task
         self.verify = verify
         self.run_program = run_program
@@ -954,6 +962,9 @@ class FixProposer:
             self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests: corrected with "
                               "the task's reference solution, the analyzer not asked")
             return referenced, None
+        called = self.called(step, source)
+        if called is not None:  # the checker already judged the turn; the step's correction is the turn's own calls
+            return called, None
         right = self.right_answer(step)
         if right is not None:  # the verifier already judged it: cleared, no call
             self.notes.append(f"step {step.index} ({step.agent}) states the answer {right!r}, which the verifier "
@@ -1022,8 +1033,9 @@ class FixProposer:
 
     def grounded(self, tested: set[tuple[int, str]]) -> Diagnosis | None:
         """The correction the task itself gives of the first agent step that has one, before the failure horizon: its
-        code fails the task's tests and the task has a reference solution (`referenced`), or it is the first to state
-        the run's wrong answer (`answered`); None when no step has one. Only the first such step: any later one needs
+        code fails the task's tests and the task has a reference solution (`referenced`), its calls are where the
+        failed user turn's calls leave the turn's ground truth (`called`), or it is the first to state the run's
+        wrong answer (`answered`); None when no step has one. Only the first such step: any later one needs
         the steps before it examined first. The step the run's final answer came from is not given the task's answer
         here: there the substitution would be the whole answer handed over, and a verifier that misread a right answer
         is the analyzer's to say (`NoAgentError`)."""
@@ -1031,7 +1043,7 @@ class FixProposer:
         for step in self.trajectory.steps[:self.horizon]:
             if step.kind != "agent":
                 continue
-            found = self.referenced(step, tested, "grounded")
+            found = self.referenced(step, tested, "grounded") or self.called(step, "grounded")
             if found is None and (final is None or final.index != step.index):
                 found = self.answered(step, tested, "grounded")
             if found is not None:
@@ -1068,6 +1080,95 @@ class FixProposer:
             self.notes.append(f"the ranked fix of step {found.step} failed the task's tests: corrected with the task's "
                               "reference solution")
         return found.model_copy(update={"reason": str(data.get("reason") or found.reason)}), None
+
+    def turn_steps(self, turn: int) -> list[CallStep]:
+        """The agent steps of user `turn` that had the functions as tools (the tools their recorded request offered,
+        `step_tools`; without a recording, steps of the agents that called any), each with the calls its tools ran."""
+        callers = {s.agent for s in self.trajectory.steps if s.kind == "agent" and s.tool_calls}
+        out = []
+        for step in self.trajectory.steps:
+            if step.kind != "agent" or step.metadata.get("turn") != turn:
+                continue
+            offered = bool(self.step_tools(step)) if self.step_tools is not None else step.agent in callers
+            if not offered:
+                continue
+            ran = [s for s in self.trajectory.steps if s.kind == "tool" and s.metadata.get("asked_by") == step.index]
+            executed = [str(s.metadata["call"]) for s in ran if s.metadata.get("executed") and isinstance(s.metadata.get("call"), str)]
+            out.append(CallStep(step.index, executed, len(executed) == len(ran)))
+        return out
+
+    def passes_turn(self, turns: list[list[list[str]]], turn: int) -> bool:
+        """Whether BFCL's checker passes every user turn of `turns` (the last one `turn`)."""
+        if self.task is None:
+            return False
+        verdict = self.verify_text(calls_answer(turns))
+        return verdict is not None and (verdict.success or (verdict.details.get("check") == "turns"
+                                                            and verdict.details.get("turn") == turn + 1))
+
+    def from_calls(self, step: Step) -> tuple[list[dict[str, Any]], str] | None:
+        """`step`'s calls corrected with the ground truth of the user turn the run failed at (BFCL's
+        `metadata.ground_truth_calls`), and why, when `step` is where that turn's calls leave the truth. The turn's
+        steps that had the functions as tools (`turn_steps`) are read in order against the truth (`matching`): a step
+        leaves it with a call that is not the truth's next one or did not run, or, the last of them, by ending the
+        turn short. The checker judges as the tests judge a coder's code: a difference after which the truth's
+        remaining calls still pass the turn did no harm (an extra read-only call; not a call that did not run, a
+        mistake whatever it left undone) and the reading goes on past it; a
+        step that left the truth is corrected with the truth's calls from where it started (its own calls kept
+        when they did no harm and it only ended short), and the turn must pass with that. None for any other step, a
+        task whose Omega does not read calls, or a correction that is no call (miss_param: the team should have
+        asked). The counterpart of `from_reference` for tool use: on the 2026-11-29 BFCL runs the local 1.5B analyzer
+        never wrote a call as its fix (0 labels of 7 searches), where a capable analyzer's call flipped each run."""
+        task, turn = self.task, self.failed_at
+        if task is None or self.verify is None or not reads_calls(task) or turn is None or step.metadata.get("turn") != turn:
+            return None
+        truth_turns = task.metadata.get("ground_truth_calls") or []
+        if not 0 <= turn < len(truth_turns):
+            return None
+        truth, functions = [str(c) for c in truth_turns[turn]], task_functions(task)
+        steps = self.turn_steps(turn)
+        at = 0
+        for i, s in enumerate(steps):
+            start = at
+            m = matching(s.executed, truth, start, functions)
+            at = start + m
+            clean, last = m == len(s.executed) and s.all_ran, i == len(steps) - 1
+            if clean and not (last and at < len(truth)):
+                continue  # its calls are the truth's next ones
+            prior = json.loads(executed_calls_answer(self.trajectory.steps[:s.index]))["turns"]
+            if len(prior) != turn + 1:
+                return None
+            harmless = (not clean and s.all_ran  # a call that did not run was a mistake, whatever it left undone
+                        and self.passes_turn([*prior[:turn], [*prior[turn], s.executed, truth[at:]]], turn))
+            if harmless and not last:
+                continue  # the truth after its calls still passes: its difference did no harm
+            if s.index != step.index:
+                return None
+            correction = [*s.executed, *truth[at:]] if harmless or clean else truth[start:]
+            if not correction or not self.passes_turn([*prior[:turn], [*prior[turn], correction]], turn):
+                return None
+            calls = written_calls("\n".join(correction), list(functions.values()))
+            if calls is None:
+                return None
+            missing = ", ".join(truth[at:])
+            why = (f"it ended user turn {turn} without the calls the turn needs ({missing})" if harmless or clean else
+                   f"its call {s.executed[m] if m < len(s.executed) else 'that did not run'} is not the next of user turn "
+                   f"{turn}'s ground-truth calls ({truth[at] if at < len(truth) else 'none left'})")
+            return calls, why
+        return None
+
+    def called(self, step: Step, source: Literal["ranked", "earlier", "sequential", "prior", "grounded"]) -> Diagnosis | None:
+        """The diagnosis that `step`'s calls are where the failed turn went wrong, corrected `from_calls`, when the step
+        did not already make exactly those calls; else None."""
+        found = self.from_calls(step)
+        if found is None:
+            return None
+        calls, why = found
+        if check_fix(step, "", calls) is not None:
+            return None
+        self.notes.append(f"step {step.index} ({step.agent}): {why}: its calls replaced by the turn's ground-truth calls, "
+                          "the analyzer not asked")
+        return Diagnosis(step=step.index, agent=step.agent, fix="", tool_calls=calls, written="calls", source=source,
+                         reason=why)
 
     def from_answer(self, step: Step) -> str | None:
         """`step` with the wrong answer it marks (a box, an `Answer:` line, an answer phrase) replaced by the task's

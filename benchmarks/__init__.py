@@ -24,7 +24,17 @@ from ._answer import (
     program_answer,
     team_answer,
 )
-from ._bfcl import executed_calls_answer, function_summaries, parse_call, reads_calls
+from ._bfcl import (
+    CallStep,
+    call_key,
+    calls_answer,
+    executed_calls_answer,
+    function_summaries,
+    matching,
+    parse_call,
+    reads_calls,
+    task_functions,
+)
 from ._code import CodeBlock, build_program, code_blocks, defines, extract_code, writes
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
@@ -73,6 +83,7 @@ __all__ = [
     "AnswerContract",
     "BenchmarkError",
     "BenchmarkInfo",
+    "CallStep",
     "CodeBlock",
     "Hit",
     "Paragraph",
@@ -86,6 +97,8 @@ __all__ = [
     "answer_spans",
     "benchmark",
     "build_program",
+    "call_key",
+    "calls_answer",
     "code_blocks",
     "code_key",
     "defines",
@@ -108,6 +121,7 @@ __all__ = [
     "list_verifiers",
     "load_tasks",
     "mark_suspect",
+    "matching",
     "math_equal",
     "normalize_answer",
     "normalize_latex",
@@ -127,6 +141,7 @@ __all__ = [
     "search",
     "select",
     "suspect_reason",
+    "task_functions",
     "task_search",
     "validate_file",
     "verify_quietly",

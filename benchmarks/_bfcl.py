@@ -26,7 +26,7 @@ import json
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from rootstep.model import InputError, Step, Task, Verdict
 
@@ -75,6 +75,62 @@ def parse_call(call: str) -> tuple[str, list[Any], dict[str, Any]]:
                 {k.arg: ast.literal_eval(k.value) for k in tree.keywords if k.arg is not None})
     except ValueError:
         raise ValueError(f"an argument is not a literal: {call!r}") from None
+
+
+def task_functions(task: Task) -> dict[str, dict[str, Any]]:
+    """Every function document `task` offers, from the start or at a later turn (`held_back`), by name."""
+    docs = list(task.metadata.get("functions") or [])
+    for later in (task.metadata.get("held_back") or {}).values():
+        docs += list(later)
+    return {str(d["name"]): d for d in docs if isinstance(d, dict) and d.get("name")}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if value == default:
+        return True
+    if isinstance(default, str):
+        try:
+            return bool(value == ast.literal_eval(default))
+        except (ValueError, SyntaxError):
+            return False
+    return False
+
+
+def call_key(call: str, functions: dict[str, dict[str, Any]]) -> str | None:
+    """A BFCL call string as one canonical text, for comparing two calls: its arguments by parameter name (a
+    positional one named by the function's documented order, as BFCL's ground truth passes some), an argument
+    equal to its documented default left out, the names sorted. None when `call` is not a call of literals."""
+    try:
+        name, positional, keywords = parse_call(call)
+    except ValueError:
+        return None
+    properties = ((functions.get(name) or {}).get("parameters") or {}).get("properties") or {}
+    names = list(properties)
+    if len(positional) > len(names):
+        return call.strip()
+    arguments = {**dict(zip(names, positional)), **keywords}
+    kept = {k: v for k, v in arguments.items()
+            if not ("default" in (properties.get(k) or {}) and _is_default(v, properties[k]["default"]))}
+    return f"{name}({json.dumps(kept, sort_keys=True, default=repr)})"
+
+
+class CallStep(NamedTuple):
+    """One agent step of a user turn that had the functions as tools: the BFCL calls its tools ran, in order, and
+    whether every call it asked for ran (a call of an unknown function or with unfit arguments did not)."""
+
+    index: int
+    executed: list[str]
+    all_ran: bool
+
+
+def matching(calls: Sequence[str], truth: Sequence[str], start: int, functions: dict[str, dict[str, Any]]) -> int:
+    """How many of `calls`, from the first, are the calls of `truth` from position `start` on, in order (`call_key`)."""
+    n = 0
+    while (n < len(calls) and start + n < len(truth)
+           and call_key(calls[n], functions) is not None
+           and call_key(calls[n], functions) == call_key(truth[start + n], functions)):
+        n += 1
+    return n
 
 
 def calls_answer(turns: list[list[list[str]]]) -> str:

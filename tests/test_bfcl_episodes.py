@@ -223,6 +223,40 @@ def test_a_replay_until_the_failing_turn_stops_after_it(env, task, failed):
     assert "stopped_after_turn" not in control.verdict.details
 
 
+def test_the_search_corrects_the_wrong_call_with_the_turns_ground_truth_when_the_analyzer_writes_no_call(env, task, failed):
+    """The counterfactual search over the real AG2 replay and BFCL's checker, with an analyzer that, as the local 1.5B
+    did on every BFCL run, only describes the fix in prose: the caller's step with the wrong `mkdir` is given the
+    turn's ground-truth calls before the analyzer is asked (the grounded phase), its replay up to turn 0 passes it
+    and stops, the control fails it, and the planner's step before it is cleared by the analyzer: caller@<that step>."""
+    from rootstep.annotation import Budget, find_decisive_step
+    from rootstep.benchmarks import verify
+    from rootstep.flows import adapter_replay
+    from rootstep.gateway import Chat, register_script
+
+    step = next(s for s in failed.steps if s.agent == "caller" and s.tool_calls)
+    asked: list[str] = []
+
+    def analyzer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        asked.append(messages[-1]["content"])
+        if "STEP UNDER EXAMINATION" in asked[-1]:
+            return json.dumps({"fix_needed": False, "reason": "the plan is right"})
+        return json.dumps({"mistake_step": step.index, "mistake_agent": "caller", "reason": "wrong folder",
+                           "suggested_fix": "The caller should have created the folder the user asked for."})
+
+    register_script("bfcl-describing-analyzer", analyzer)
+    result = find_decisive_step(failed, analyzer=Chat("scripted/bfcl-describing-analyzer"),
+                                replay=adapter_replay(env["adapter"], failed, until_turn=0), budget=Budget(),
+                                verify=lambda t, a: verify(t, a))
+    a = result.annotation
+    assert (a.status, a.agent, a.step, a.earliest, a.fixed_turn) == ("labelled", "caller", step.index, "established", 0), \
+        a.evidence.notes
+    first = result.attempts[0]
+    assert (first.diagnosis.source, first.diagnosis.written) == ("grounded", "calls")
+    assert first.diagnosis.tool_calls == tool_calls(task, task.metadata["ground_truth_calls"][0])
+    assert first.stopped_after_turn == 0
+    assert not any("You are the analyzer" in p and "STEP UNDER EXAMINATION" not in p for p in asked)  # no ranked call
+
+
 def test_a_run_cut_by_its_time_limit_fails_at_the_turn_it_was_cut_in(env, task, docker_sandbox):
     """The caller never answers turn 1 within the episode's 40 s: the run is kept as a time-limit failure, and the
     turns it reached are judged, so that its failure has a turn (the searches' horizon and `until_turn`)."""
