@@ -7,7 +7,9 @@ Decision order (the first that decides wins):
 2. normalise both sides (`normalize_latex`): `\\left`/`\\right`, `\\dfrac`/`\\tfrac` -> `\\frac`, `\\frac12`
    -> `\\frac{1}{2}`, `\\text{..}`/`\\mathrm{..}` unwrapped, degrees, `\\%`, `$`, spaces, thousands commas,
    `x = ` prefixes of one-letter variables, a unit after a number
-   (`10\\text{ m}` -> `10`, `10 cm` -> `10`; a bare single letter as in `2x` is kept: it may be a variable).
+   (`10\\text{ m}` -> `10`, `10 cm` -> `10`; a bare single letter as in `2x` is kept: it may be a variable), and
+   a whole number before a fraction read as the mixed number it is in MATH (`137 \\frac{1}{2}` and `2\\frac34`
+   -> `(137+\\frac{1}{2})`, so `137.5` and `\\frac{275}{2}` equal it; not the product `137/2`).
    Equal normalised strings succeed.
 3. comma-separated answers compare element by element (plain lists as multisets, bracketed tuples in order).
 4. sympy: both sides are converted to sympy (a whitelist of names; no `eval` of arbitrary text) and succeed
@@ -98,6 +100,10 @@ def _brace_arguments(s: str) -> str:
     return s
 
 
+_MIXED = re.compile(r"(-?)(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
+"""A mixed number as MATH writes one: a whole number, then a fraction of whole numbers."""
+
+
 def normalize_latex(text: str) -> str:
     """A canonical string for a MATH answer (see the module docstring for every rule)."""
     s = text.strip()
@@ -120,6 +126,10 @@ def normalize_latex(text: str) -> str:
     if re.match(r"^[A-Za-z]\s*=", s) and s.count("=") == 1:
         s = s.split("=", 1)[1]
     s = _brace_arguments(s)
+    mixed = _MIXED.fullmatch(s.strip())
+    if mixed:  # MATH-500 algebra/2470 asks for `137 \frac{1}{2}`: AG2's and smolagents' 137.5 were judged wrong
+        sign, whole, numerator, denominator = mixed.groups()
+        s = f"{sign}({whole}+\\frac{{{numerator}}}{{{denominator}}})"
     s = re.sub(r"\s+", "", s)
     if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", s):
         s = s.replace(",", "")

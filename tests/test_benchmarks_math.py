@@ -191,3 +191,19 @@ def test_a_slow_first_import_of_sympy_is_not_counted_against_the_comparison() ->
     done = subprocess.run([sys.executable, "-c", SLOW_SYMPY_IMPORT], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith("(True, 'numeric"), done.stdout
+
+
+def test_a_mixed_number_is_read_as_its_value() -> None:
+    """MATH-500 algebra/2470 ("Express your answer as a mixed number", `137 \\frac{1}{2}`): on the seed-31 slice
+    (2026-12-01) AG2's and smolagents' right `137.5` were judged wrong, the fraction read as a product (68.5), so
+    the counterfactual search would have hunted an error in a right run. A whole number before a fraction of whole
+    numbers is the mixed number it is in MATH's answers (geometry/826's `1\\frac{4}{5}` too)."""
+    tasks = {t.task_id: t for t in load_tasks("math500")}
+    run = tasks["test/algebra/2470.json"]
+    assert run.ground_truth == "137 \\frac{1}{2}"
+    for right in ("Answer: 137.5", "\\boxed{137 \\frac{1}{2}}", "\\boxed{\\frac{275}{2}}", "\\boxed{137\\frac12}"):
+        assert verify(run, right).success, right
+    assert not verify(run, "\\boxed{68.5}").success and not verify(run, "\\boxed{137}").success
+    assert verify(tasks["test/geometry/826.json"], "\\boxed{1.8}").success
+    assert verify(task("-2\\frac{1}{2}"), "\\boxed{-2.5}").success
+    assert normalize_latex("2 \\frac{x}{y}") == "2\\frac{x}{y}"  # not whole numbers: not a mixed number
