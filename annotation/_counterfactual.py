@@ -338,7 +338,8 @@ class _Search:
 
     def result(self, search: SearchName) -> CounterfactualResult:
         t = self.trajectory
-        spare = [row for rows in self.trial.controls_by_step.values() for row, _ in rows]
+        used = {r.id for a in self.attempts if a.check is not None for r in a.check.controls}
+        spare = [row for rows in self.trial.controls_by_step.values() for row, _ in rows if row.id not in used]
         replays = list({r.id: r for a in self.attempts for r in a.rows()}.values())  # in order, each once
         tried = [
             ("steps " + "+".join(map(str, a.steps)) if a.joint else f"step {a.diagnosis.step}")

@@ -1134,14 +1134,14 @@ class FixProposer:
             clean, last = m == len(s.executed) and s.all_ran, i == len(steps) - 1
             if clean and not (last and at < len(truth)):
                 continue  # its calls are the truth's next ones
-            prior = json.loads(executed_calls_answer(self.trajectory.steps[:s.index]))["turns"]
+            prior = json.loads(executed_calls_answer(self.trajectory.steps[:s.step]))["turns"]
             if len(prior) != turn + 1:
                 return None
             harmless = (not clean and s.all_ran  # a call that did not run was a mistake, whatever it left undone
                         and self.passes_turn([*prior[:turn], [*prior[turn], s.executed, truth[at:]]], turn))
             if harmless and not last:
                 continue  # the truth after its calls still passes: its difference did no harm
-            if s.index != step.index:
+            if s.step != step.index:
                 return None
             correction = [*s.executed, *truth[at:]] if harmless or clean else truth[start:]
             if not correction or not self.passes_turn([*prior[:turn], [*prior[turn], correction]], turn):

@@ -207,6 +207,7 @@ def check_flip(
     deterministic: str | None = None,
     success_before: bool | None = None,
     ready_controls: Sequence[tuple[Replay, "Verdict | None"]] = (),
+    kept_controls: list[tuple[Replay, "Verdict | None"]] | None = None,
 ) -> FlipCheck:
     """Is a flip seen with `intervention` (its first replay, which the caller judged) the intervention's effect?
 
@@ -220,6 +221,7 @@ def check_flip(
     the label's proof); they count in the meter's replays, controls apart (`Meter.control_replays`).
     `ready_controls`: control replays of this step already run (`control_of`: beside the fix's replay, or for an
     earlier fix of the same step), used before any new one is run: a control does not depend on the fix.
+    `kept_controls`: where the controls this check replays are added, for a later fix of the same step.
     """
     outcomes: list[bool | None] = [True]  # the caller's replay, which flipped
     repeat_rows: list[Replay] = []
@@ -242,6 +244,8 @@ def check_flip(
             row, _result, verdict = control_of(trajectory, intervention.step, replay, meter, purpose, success_before)
             control_rows.append(row)
             control_outcomes.append(flipped(row, verdict))
+            if kept_controls is not None:
+                kept_controls.append((row, verdict))
     decided = [o for o in outcomes if o is not None]
     decided_controls = [o for o in control_outcomes if o is not None]
     flips, trials = sum(decided), len(decided)
@@ -462,7 +466,9 @@ class FixTrial:
         self.controls, self.repeats, self.deterministic = controls, repeats, deterministic
         self.early_controls = early_controls
         self.controls_by_step: dict[int, list[tuple[Replay, Verdict | None]]] = {}
-        """Control replays run for a step (beside a ranked fix's replay), not yet used by a flip check."""
+        """Control replays run for a step (beside a fix's replay or by a flip check), used by every later flip check
+        of the step: a control does not depend on the fix (on the flaky AG2 team of the tests, the grounded fix and
+        the ranked fix of one step each had a control replayed when they were one-use)."""
 
     def attempt(self, diagnosis: Diagnosis, joint: Sequence[Diagnosis] = (), early_control: bool = False) -> tuple[Attempt, Trajectory | None]:
         """Replay `diagnosis`'s fix (with `joint`'s, a joint fix) and, when it flips, check the flip. With
@@ -491,12 +497,12 @@ class FixTrial:
         if row.success_after is True and self.task is not None and self.verify is not None and not joint:
             attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify, self.run_program)
         if attempt.turned:
-            ready = self.controls_by_step.pop(diagnosis.step, []) if not joint else []
+            kept = None if joint else self.controls_by_step.setdefault(diagnosis.step, [])
             attempt.check = check_flip(
                 self.trajectory, intervention, self.passed_failed_turn, self.replay, self.meter, "counterfactual",
                 controls=self.controls, repeats=self.repeats, success_before=self.success_before,
                 deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step),
-                ready_controls=ready)
+                ready_controls=list(kept or []), kept_controls=kept)
         return attempt, result
 
     def passed_failed_turn(self, row: Replay, verdict: Verdict | None) -> bool | None:

@@ -118,7 +118,7 @@ class CallStep(NamedTuple):
     """One agent step of a user turn that had the functions as tools: the BFCL calls its tools ran, in order, and
     whether every call it asked for ran (a call of an unknown function or with unfit arguments did not)."""
 
-    index: int
+    step: int
     executed: list[str]
     all_ran: bool
 

@@ -132,8 +132,9 @@ def test_a_flaky_teams_flip_that_its_control_shows_too_is_no_label(prefect_harne
     kinds = [r["intervention_kind"] for r in wh.rows(
         "SELECT intervention_kind FROM replays WHERE run_id = ? ORDER BY created_at", [run.run_id])]
     # stored with its replays: step 1 given the task's answer first (the grounded phase) with its control beside it
-    # (either first), then the ranked fix, which flipped too, against the same control
+    # (either first), then the ranked fix, which flipped too, against the same control (not a second one)
     assert sorted(kinds[:2]) == ["control", "fix"] and kinds[2:] == ["fix"]
+    assert stored["search_stats"]["control_replays"] == 1
     control = wh.rows("SELECT * FROM replays WHERE intervention_kind = 'control'")[0]
     assert control["success_after"] is True and control["live_calls"] > 0
     [q] = wh.rows("SELECT not_causal, counterfactual_labels FROM quality")
