@@ -206,8 +206,7 @@ def check_flip(
     repeats: int = 1,
     deterministic: str | None = None,
     success_before: bool | None = None,
-    ready_controls: Sequence[tuple[Replay, "Verdict | None"]] = (),
-    kept_controls: list[tuple[Replay, "Verdict | None"]] | None = None,
+    step_controls: list[tuple[Replay, "Verdict | None"]] | None = None,
 ) -> FlipCheck:
     """Is a flip seen with `intervention` (its first replay, which the caller judged) the intervention's effect?
 
@@ -219,9 +218,9 @@ def check_flip(
     the same every time: `proven_identical`) no control is replayed: each is recorded as proven identical
     to the recorded run, which did not flip. Controls and repeats always run once a flip is seen (they are
     the label's proof); they count in the meter's replays, controls apart (`Meter.control_replays`).
-    `ready_controls`: control replays of this step already run (`control_of`: beside the fix's replay, or for an
-    earlier fix of the same step), used before any new one is run: a control does not depend on the fix.
-    `kept_controls`: where the controls this check replays are added, for a later fix of the same step.
+    `step_controls`: control replays of this step already run (`control_of`: beside the fix's replay, or for an
+    earlier fix of the same step), used before any new one is run: a control does not depend on the fix; the
+    controls this check replays are added to it, for a later fix of the same step.
     """
     outcomes: list[bool | None] = [True]  # the caller's replay, which flipped
     repeat_rows: list[Replay] = []
@@ -236,7 +235,7 @@ def check_flip(
     if deterministic is not None:
         proven = wanted
     else:
-        ready = list(ready_controls)[:wanted]
+        ready = list(step_controls or [])[:wanted]
         for row, verdict in ready:
             control_rows.append(row)
             control_outcomes.append(flipped(row, verdict))
@@ -244,8 +243,8 @@ def check_flip(
             row, _result, verdict = control_of(trajectory, intervention.step, replay, meter, purpose, success_before)
             control_rows.append(row)
             control_outcomes.append(flipped(row, verdict))
-            if kept_controls is not None:
-                kept_controls.append((row, verdict))
+            if step_controls is not None:
+                step_controls.append((row, verdict))
     decided = [o for o in outcomes if o is not None]
     decided_controls = [o for o in control_outcomes if o is not None]
     flips, trials = sum(decided), len(decided)
@@ -497,12 +496,11 @@ class FixTrial:
         if row.success_after is True and self.task is not None and self.verify is not None and not joint:
             attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify, self.run_program)
         if attempt.turned:
-            kept = None if joint else self.controls_by_step.setdefault(diagnosis.step, [])
             attempt.check = check_flip(
                 self.trajectory, intervention, self.passed_failed_turn, self.replay, self.meter, "counterfactual",
                 controls=self.controls, repeats=self.repeats, success_before=self.success_before,
                 deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step),
-                ready_controls=list(kept or []), kept_controls=kept)
+                step_controls=None if joint else self.controls_by_step.setdefault(diagnosis.step, []))
         return attempt, result
 
     def passed_failed_turn(self, row: Replay, verdict: Verdict | None) -> bool | None:
