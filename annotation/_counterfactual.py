@@ -259,13 +259,14 @@ class _Search:
                 # already (a flaky team's ranked `Answer: <right>`). The budget is asked only when there is such a
                 # replay to make: a step with nothing left to try stops nothing.
                 verdicts = [self.propose.stated(a.diagnosis.fix) for a in self.decided() if a.diagnosis.step == step.index]
-                if any(v is not None and v.success for v in verdicts) or self.propose.from_answer(step) is None:
+                passed = self.closed_steps()
+                if any(v is not None and v.success for v in verdicts) or self.propose.from_answer(step, passed) is None:
                     continue
                 stop = self.meter.cannot_replay(what)
                 if stop:
                     self.notes.append(f"{source} scan stopped before step {step.index}: {stop}")
                     return
-                answered = self.propose.answered(step, self.tested(), source)
+                answered = self.propose.answered(step, self.tested(), source, passed=passed)
                 if answered is not None and self.attempt(answered).success:
                     return
                 continue
@@ -273,7 +274,8 @@ class _Search:
             if stop:
                 self.notes.append(f"{source} scan stopped before step {step.index}: {stop}")
                 return
-            diagnosis, why = self.propose.ask_at(step, self.failed(), self.tested(), require_fix=require_fix, source=source)
+            diagnosis, why = self.propose.ask_at(step, self.failed(), self.tested(), require_fix=require_fix, source=source,
+                                                 passed=self.closed_steps())
             if diagnosis is None:
                 self.notes.append(f"step {step.index}: no correction tried ({why})")
                 left_open.append(step.index)
@@ -317,11 +319,15 @@ class _Search:
         first, *rest = [erring[i].model_copy(update={"source": "joint"}) for i in sorted(erring)]
         self.attempt(first, rest)
 
+    def closed_steps(self) -> set[int]:
+        """Steps replayed with a fix that decided something and did not flip, or judged correct by the analyzer."""
+        return ({a.diagnosis.step for a in self.decided() if a.replay.success_after is not None and not a.success}
+                | {d.step for d in self.declined})
+
     def open_earlier(self, step: int) -> list[int]:
         """Agent steps before `step` that were neither replayed with a fix that decided something nor judged
         correct by the analyzer: while any remain, `step` is not established as the earliest."""
-        closed = ({a.diagnosis.step for a in self.decided() if a.replay.success_after is not None and not a.success}
-                  | {d.step for d in self.declined})
+        closed = self.closed_steps()
         return [s.index for s in self.trajectory.steps[:step] if s.kind == "agent" and s.index not in closed]
 
     def reformatted_answer(self) -> Attempt | None:

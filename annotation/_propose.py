@@ -19,7 +19,7 @@ import re
 import textwrap
 import tokenize
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Literal, NamedTuple, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Collection, Iterator, Literal, NamedTuple, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from rootstep.benchmarks import (
@@ -956,7 +956,12 @@ class FixProposer:
             return self.reference_instead(last.answer, tested, why)
         return diagnosis, why
 
-    def ask_at(self, step: Step, failed: list[dict[str, Any]], tested: set[tuple[int, str]], *, require_fix: bool, source: Literal["earlier", "sequential", "prior"]) -> tuple[Diagnosis | None, str | None]:
+    def ask_at(self, step: Step, failed: list[dict[str, Any]], tested: set[tuple[int, str]], *, require_fix: bool,
+               source: Literal["earlier", "sequential", "prior"],
+               passed: Collection[int] = ()) -> tuple[Diagnosis | None, str | None]:
+        """The correction of `step` (or its judgement as correct) in the scan: the task's own where it gives one
+        (reference solution, ground-truth calls, its answer in place of a wrong one that no step outside `passed`
+        stated before), a right answer cleared, else the analyzer's fix of it."""
         referenced = self.referenced(step, tested, source)
         if referenced is not None:  # the tests already judged the step; its correction is the task's own code
             self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests: corrected with "
@@ -971,7 +976,7 @@ class FixProposer:
                               "accepts: judged correct, the analyzer not asked")
             return Diagnosis(step=step.index, agent=step.agent, declined=True, source=source,
                              reason=f"it states the answer {right!r}, which the task's verifier accepts"), None
-        answered = self.answered(step, tested, source)
+        answered = self.answered(step, tested, source, passed=passed)
         if answered is not None:  # the verifier already judged it; its correction is the task's own answer
             return answered, None
         wrong = None if require_fix else self.wrong_answer(step.content)
@@ -1170,9 +1175,10 @@ class FixProposer:
         return Diagnosis(step=step.index, agent=step.agent, fix="", tool_calls=calls, written="calls", source=source,
                          reason=why)
 
-    def from_answer(self, step: Step) -> str | None:
+    def from_answer(self, step: Step, passed: Collection[int] = ()) -> str | None:
         """`step` with the wrong answer it marks (a box, an `Answer:` line, an answer phrase) replaced by the task's
-        reference answer, when the step is where that answer first appears (`first_stated`) and the verifier accepts
+        reference answer, when the step is where that answer first appears (`first_stated`; `passed`: the earlier
+        steps already tried, whose statements of it do not count) and the verifier accepts
         the result, or, for a step whose answer is what its program prints, that program's output so corrected
         (`from_printed`); None otherwise (a task that is not math or QA, no reference answer, an answer the team had
         stated or printed before). The math counterpart of `from_reference`: a step
@@ -1182,7 +1188,7 @@ class FixProposer:
         fix the 1.5B wrote of it stated 1 again: the step was left open and the scan stopped there."""
         if self.task is None or self.task.kind not in ("math", "qa") or not (self.task.ground_truth or "").strip():
             return None
-        if not self.first_stated(step):
+        if not self.first_stated(step, passed):
             return None
         truth = str(self.task.ground_truth).strip()
         printed = program_output(step.content, self.run_program)
@@ -1235,15 +1241,27 @@ class FixProposer:
                     return fixed
         return None
 
-    def first_stated(self, step: Step) -> bool:
+    def first_stated(self, step: Step, passed: Collection[int] = ()) -> bool:
         """`step` states a wrong answer (`wrong_answer`) that no earlier step stated or printed (`same_answer`
-        against each earlier agent step's text and each tool step's printed output)."""
+        against each earlier agent step's text and each tool step's printed output), leaving out the agent steps in
+        `passed` and the tool steps after them (what their programs printed). The scan passes the steps it already
+        tried: once the first statement's correction was replayed and failed, a step that states the answer again is
+        where the team could still have been turned, and its correction is the task's answer as the first one's was
+        (seed-31 slice, 2026-12-02: smolagents MATH-500 572's manager stated 108 at step 1, its corrections failed,
+        step 2 said 108 again, and every fix the 1.5B wrote of it said 108: the step was left open and the scan
+        stopped)."""
         if self.task is None or self.verify is None or self.wrong_answer(step.content) is None:
             return False
+        by_passed = False
         for s in self.trajectory.steps[:step.index]:
             if s.kind == "agent":
+                by_passed = s.index in passed
+                if by_passed:
+                    continue
                 earlier = s.content
             elif s.kind in ("tool", "environment"):
+                if by_passed:
+                    continue
                 printed = printed_output(s.observation or s.content or "")
                 earlier = f"Program output:\n{printed}" if printed else ""
             else:
@@ -1254,7 +1272,7 @@ class FixProposer:
 
     def answered(self, step: Step, tested: set[tuple[int, str]],
                  source: Literal["ranked", "earlier", "sequential", "prior", "grounded"],
-                 why: str | None = None) -> Diagnosis | None:
+                 why: str | None = None, passed: Collection[int] = ()) -> Diagnosis | None:
         """The diagnosis that `step`'s wrong answer is the error, corrected `from_answer`, when that correction passes
         `check_fix` (not tested already); else None. In the scan it is the step's correction, with no analyzer call,
         as failing code's is the reference solution (`referenced`): an earlier step given only the 1.5B's weaker
@@ -1262,15 +1280,20 @@ class FixProposer:
         the solver's step 1 boxed the wrong 3 that the run ended with; its fixes were replayed and failed, and the
         programmer's `{0, 1, 2}` at step 2, given `(2, \\infty)`, flipped). `why`: the ranked fix's refusal it
         replaces."""
-        fix = self.from_answer(step)
+        fix = self.from_answer(step, passed)
         if fix is None or check_fix(step, fix, tested=tested, fix_problem=self.fix_problem) is not None:
             return None
         wrong = self.wrong_answer(step.content)
-        self.notes.append(f"step {step.index} ({step.agent}) first states the wrong answer {wrong!r}, which the verifier "
-                          "rejects: its answer replaced by the task's reference answer"
+        first = self.first_stated(step)
+        states = "first states" if first else "states again"
+        self.notes.append(f"step {step.index} ({step.agent}) {states} the wrong answer {wrong!r}, which the verifier "
+                          "rejects" + ("" if first else " (the earlier steps that stated it were tried)")
+                          + ": its answer replaced by the task's reference answer"
                           + (f" (the analyzer's fix was refused: {why})" if why else ", the analyzer not asked"))
-        return Diagnosis(step=step.index, agent=step.agent, fix=fix, written="answer", source=source,
-                         reason=f"it is the first step to state the wrong answer {wrong!r}")
+        reason = (f"it is the first step to state the wrong answer {wrong!r}" if first else
+                  f"it states the wrong answer {wrong!r} again after the corrections of the earlier steps that stated it "
+                  "failed")
+        return Diagnosis(step=step.index, agent=step.agent, fix=fix, written="answer", source=source, reason=reason)
 
     def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:
         """`diagnosis` with its fix written out. A described change (`instruction`) is the analyzer's finding

@@ -115,7 +115,12 @@ def test_a_flip_whose_control_flips_too_is_not_causal_and_never_a_label():
     # first, before the analyzer is asked: solver_a's step 1 first states the wrong 120, so its answer is replaced by
     # the reference answer (`from_answer`, the grounded phase): the majority keeps 120, it fails; then the ranked fix
     kinds = [(r.intervention.step, r.intervention.kind) for r in result.replays]
-    assert sorted(kinds[:2]) == [(1, "control"), (1, "fix")] and sorted(kinds[2:]) == [(4, "control"), (4, "fix")]
+    assert sorted(kinds[:2]) == [(1, "control"), (1, "fix")] and sorted(kinds[2:4]) == [(4, "control"), (4, "fix")]
+    # then the scan: solver_b and solver_c state 120 again after step 1 was tried, so each gets the reference
+    # answer too (each fails: the majority stays 120), and their joint fix with step 1's flips, but step 1's
+    # control, already replayed, flipped as well: no label
+    assert kinds[4:] == [(2, "fix"), (3, "fix"), (1, "fix")], kinds
+    assert sorted(x.step for x in result.replays[-1].intervention.also) == [2, 3]
     step_1 = next(r for r in result.replays if r.intervention.step == 1 and r.intervention.kind == "fix")
     assert step_1.intervention.new_content.endswith("Answer: 2") and step_1.success_after is False
     assert a.evidence.replay_ids == [r.id for r in result.replays]  # stored with its replays
@@ -215,7 +220,9 @@ def test_repeats_give_flip_counts_on_both_sides_and_a_confidence():
     assert (check["flips"], check["trials"], check["control_flips"], check["control_trials"]) == (3, 3, 0, 3)
     assert len(check["repeat_replays"]) == 2 and len(check["controls_replayed"]) == 3
     assert a.confidence == effect(3, 3, 0, 3).confidence > 0.98
-    assert a.cost.replays == 8  # step 1's answer replaced by the reference answer (failed) and its control, 3 flips, 3 controls
+    # step 1's answer replaced by the reference answer (failed) and its control, 3 flips, 3 controls, then the scan
+    # gives steps 2 and 3, which state 120 again, the reference answer too (each fails: the majority stays 120)
+    assert a.cost.replays == 10 and a.step == 4
 
 
 def test_wilson_and_the_newcombe_difference():

@@ -175,3 +175,54 @@ def test_a_tried_step_with_nothing_left_to_try_does_not_count_as_a_cut(run: Traj
     assert [x.diagnosis.source for x in result.attempts] == ["grounded", "ranked", "ranked"]
     assert a.cost.replays == 5  # step 1's answer and its control, its ranked fix, step 3's flip and its control
     assert a.search_stats.cut_by is None, (a.search_stats, result.notes, a.earliest)
+
+
+def test_a_step_that_states_the_wrong_answer_again_gets_the_answer_once_the_earlier_ones_were_tried(run: Trajectory):
+    """Step 1's correction with the task's answer (grounded) is replayed and fails: this team does not carry it. The
+    analyzer judges the programs of steps 3 and 4 correct (the 1.5B's kind of answer), and its fix of the critic's
+    step 6, which boxes 28 again, restates 28 (the real one). Step 6 states 28 only after steps the search has
+    tried, so it is corrected with 16 in its place, no fix of the analyzer's needed; the replay flips, the control
+    fails: critic@6, every earlier agent step tried or judged correct. The seed-31 slice's smolagents MATH-500 572
+    ended unresolved here: its manager's re-statement of 108 got only the 1.5B's fixes stating 108."""
+    task = Task.model_validate(REAL["task"])
+    replayed: list[Intervention] = []
+
+    def answer(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        m = re.search(r"STEP UNDER EXAMINATION: step (\d+)", messages[-1]["content"])
+        if m is not None and int(m.group(1)) in (3, 4):
+            return json.dumps({"fix_needed": False, "reason": "the program follows the plan"})
+        return json.dumps({"fix_needed": True, "mistake_step": 6, "mistake_agent": "critic",
+                           "reason": "the answer is wrong", "suggested_fix": RESTATED})
+
+    register_script("restated-wrong-answer", answer)
+
+    def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
+        replayed.append(i)
+        if i.kind == "fix" and i.step == 6 and "\\boxed{16}" in i.new_content:
+            final = "The number of miles Ahito ran is 16.\n\nAnswer: 16"
+            return run.model_copy(update={"final_answer": final}), verify(task, final), ReplayOutcome(cost=Usage(llm_calls=1))
+        assert run.verdict is not None
+        return run, run.verdict, ReplayOutcome(cost=Usage(llm_calls=1))
+
+    result = find_decisive_step(run, analyzer=Chat("scripted/restated-wrong-answer"), replay=replay,
+                                budget=Budget(max_reasks=0, max_candidates=1), verify=lambda t, a: verify(t, a))
+    a = result.annotation
+    assert (a.status, a.agent, a.step) == ("labelled", "critic", 6), result.notes
+    fixes = [(i.step, i.new_content) for i in replayed if i.kind == "fix"]
+    assert fixes == [(1, run.steps[1].content.replace("\\boxed{28}", "\\boxed{16}")),
+                     (6, run.steps[6].content.replace("\\boxed{28}", "\\boxed{16}"))], fixes
+    assert any(i.kind == "control" and i.step == 6 for i in replayed)
+    assert a.evidence.reason == "it states the wrong answer '28' again after the corrections of the earlier steps that stated it failed"
+    assert any("step 6 (critic) states again the wrong answer '28'" in n for n in result.notes), result.notes
+    assert [d.step for d in result.declined] == [3, 4]  # judged correct; step 1 was replayed: nothing before 6 open
+
+
+def test_a_restatement_counts_as_first_only_past_the_tried_steps(run: Trajectory):
+    """`first_stated` with the steps already tried left out: the critic's step 6 repeats the coder's 28 of step 1
+    (and of the executor's `28.0`, printed by step 4's program, step 5); with steps 1 and 4 passed it is the first
+    statement left, with only step 1 passed the executor's output after step 4 still states it first."""
+    proposer = _proposer(run, Task.model_validate(REAL["task"]))
+    assert not proposer.first_stated(run.steps[6], passed={1})
+    assert proposer.first_stated(run.steps[6], passed={1, 3, 4})
+    assert proposer.from_answer(run.steps[6], passed={1, 3, 4}) == run.steps[6].content.replace("\\boxed{28}", "\\boxed{16}")
+    assert not proposer.first_stated(run.steps[7], passed={1, 3, 4})  # the critic's step 6 said it before

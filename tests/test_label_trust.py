@@ -602,7 +602,7 @@ def test_a_described_fix_is_written_into_the_step_in_plain_text_and_replayed():
     chat = Chat("scripted/qwen-describes", extra={"response_format": {"type": "json_object"}})
     replay = replayer(run, task, lambda prefix, i: [("executor", "tool", "exitcode: 0 (execution succeeded)\nCode output: Answer: -33.33"),
                                                     ("critic", "agent", "TERMINATE"), ("coder", "agent", "Answer: -33.33")])
-    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_replays=3, max_candidates=1),
+    result = find_decisive_step(run, analyzer=chat, replay=replay, budget=Budget(max_replays=5, max_candidates=1),
                                 verify=verify, early_controls=False)  # the replayed calls in order are the subject
 
     # the rewrite prompt shows the step and the described change, never the reference answer, in plain text
@@ -617,7 +617,10 @@ def test_a_described_fix_is_written_into_the_step_in_plain_text_and_replayed():
     attempt = result.attempts[1]
     assert attempt.diagnosis.instruction.startswith("Change the calculation to") and attempt.replay.success_after is False
     assert any("written from the analyzer's description" in note for note in result.annotation.evidence.notes)
-    # the questions after it show what that replay ended with
+    # the scan: the critic's step 3 and the coder's step 4 repeat the 25.0 that step 1's program printed; step 1 was
+    # tried, so each gets the task's 80 in its place with no analyzer call (each fails here)
+    assert [(c.step, "80" in c.new_content) for c in replay.calls[2:4]] == [(3, True), (4, True)]
+    # the questions after them (the programs of steps 6 and 7) show what the last replay ended with
     later = prompts[prompts.index(rewrite) + 1:]
     assert later and all('still failed (final answer: "Answer: -33.33"; verifier: {' in p for p in later)
 
