@@ -44,7 +44,8 @@ from rootstep.benchmarks import (
     verify_quietly,
     writes,
 )
-from rootstep.model import Annotation, Asked, Step, Task, Trajectory, Usage, Verdict, match_agent
+from rootstep.model import (Annotation, Asked, Step, Task, Trajectory, Usage, Verdict, collapse_loop, loop_period,
+                            looping_tail, match_agent)
 from rootstep.prompts import render, render_steps
 
 from ._budget import Meter
@@ -171,7 +172,9 @@ def ask_valid(
     (`finish_reason == "length"`) is never parsed: the same prompt is asked again with twice the room
     (`max_tokens` doubled, up to `MAX_ANSWER_TOKENS`; these re-asks count as LLM calls but not against
     `max_reasks`; with `grow=False` a cut answer ends the proposal instead: an answer that rewrites one step
-    and runs past the room sized to that step is rambling, not a longer step). `reasks`: the re-asks allowed
+    and runs past the room sized to that step is rambling, not a longer step). An answer cut because it loops
+    (it ends by repeating one block, `loop_period`: the gateway's loop guard cuts it so) is not given more room,
+    where greedy decoding would write the same loop again: it is a problem, re-asked (sampled) like any other. `reasks`: the re-asks allowed
     (default the budget's `max_reasks`); `reask_if(problem)`: whether this problem is re-asked at all (a refusal
     that the model is known not to mend ends the proposal at once). Returns `(value, None)`, or `(None, why)`
     when the answers stayed invalid, the call failed, or the budget ran out.
@@ -191,6 +194,17 @@ def ask_valid(
                 log.append(Asked(prompt_name=prompt_name, answer="", problem=f"call failed: {type(exc).__name__}: {exc}"))
                 return None, f"{prompt_name}: call failed: {type(exc).__name__}: {str(exc)[:300]}"
             call_id = getattr(chat, "last_call_id", None)
+            period = loop_period(answer) if _cut(chat) else None
+            if period is not None:  # more room would only buy more copies: the same prompt loops the same way
+                asked += 1
+                problem = (f"the answer repeats the same {period}-character block back to back until it was cut; "
+                           "answer once, without repeating yourself")
+                log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem, call_id=call_id))
+                if reask_if is not None and not reask_if(problem):
+                    break
+                previous = collapse_loop(answer)
+                _sample_reasks(chat)
+                continue
             if _cut(chat):
                 limit = getattr(chat, "max_tokens", "?")
                 grown = _grow(chat) if grow else None
@@ -548,8 +562,9 @@ def rewrite_step(chat: ChatLike, step: Step, instruction: str, reason: str, ques
         return (None, problem) if problem else (text, None)
 
     with plain_text(chat), room(chat, step_room(step)):
+        shown = step.model_copy(update={"content": collapse_loop(step.content)})  # a loop shown once, not copied
         return ask_valid(chat, lambda previous, problem: render(
-            "rewrite_step.j2", question=question, step=step, instruction=instruction, reason=reason,
+            "rewrite_step.j2", question=question, step=shown, instruction=instruction, reason=reason,
             previous_answer=previous, problem=problem), validate, meter, log, "rewrite_step.j2", grow=False,
             reasks=meter.budget.max_write_reasks)
 
@@ -984,6 +999,12 @@ class FixProposer:
             require_fix = True  # not "is it correct?": the verifier already answered that
             self.notes.append(f"step {step.index} ({step.agent}) states the answer {wrong!r}, which the verifier rejects: "
                               "asked for its correction, not whether it is correct")
+        looping = None if require_fix else looping_tail(step.content)
+        if looping is not None:
+            require_fix = True  # a message that never ended is not a correct step; its loop-free retake is tried
+            self.notes.append(f"step {step.index} ({step.agent}) repeats a {looping.period}-character block back to back "
+                              f"to its end ({looping.copies(len(step.content)):.0f} times): asked for its correction, "
+                              "not whether it is correct")
         failing = None if require_fix else self.failing_code(step.content)
         if failing is not None:
             require_fix = True
@@ -1291,8 +1312,8 @@ class FixProposer:
                           + ": its answer replaced by the task's reference answer"
                           + (f" (the analyzer's fix was refused: {why})" if why else ", the analyzer not asked"))
         reason = (f"it is the first step to state the wrong answer {wrong!r}" if first else
-                  f"it states the wrong answer {wrong!r} again after the corrections of the earlier steps that stated it "
-                  "failed")
+                  f"it states the wrong answer {wrong!r} again after the earlier steps that stated it were tried (their "
+                  "corrections failed or were not the cause)")
         return Diagnosis(step=step.index, agent=step.agent, fix=fix, written="answer", source=source, reason=reason)
 
     def written(self, diagnosis: Diagnosis, tested: set[tuple[int, str]]) -> tuple[Diagnosis | None, str | None]:

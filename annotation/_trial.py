@@ -448,6 +448,11 @@ class Attempt(Replayed):
         return [first, *self.beside, *checks]
 
 
+REROLLED_CONTROLS = 3
+"""Controls a flip needs once a control of the same search has flipped: one failing control is chance on a team
+that re-rolls, three failing ones (the flip causal when fewer than half flip) are a proof."""
+
+
 class FixTrial:
     """The counterfactual search's replays: a diagnosis's fix forced at its step and the run re-simulated
     (`attempt`), a flip put to its repeats and controls, the edit measured; with `early_controls`, a step's
@@ -464,6 +469,9 @@ class FixTrial:
         self.replay, self.meter = replay, meter
         self.controls, self.repeats, self.deterministic = controls, repeats, deterministic
         self.early_controls = early_controls
+        self.rerolled = False
+        """A control replay of this search flipped the run (the team re-rolls: its later calls, answered live, can
+        succeed with no fix): every later flip check replays at least `REROLLED_CONTROLS` controls."""
         self.controls_by_step: dict[int, list[tuple[Replay, Verdict | None]]] = {}
         """Control replays run for a step (beside a fix's replay or by a flip check), used by every later flip check
         of the step: a control does not depend on the fix (on the flaky AG2 team of the tests, the grounded fix and
@@ -496,11 +504,13 @@ class FixTrial:
         if row.success_after is True and self.task is not None and self.verify is not None and not joint:
             attempt.presentation_only = same_answer(self.task, original, diagnosis.fix, self.verify, self.run_program)
         if attempt.turned:
+            controls = max(self.controls, REROLLED_CONTROLS) if self.rerolled and self.controls > 0 else self.controls
             attempt.check = check_flip(
                 self.trajectory, intervention, self.passed_failed_turn, self.replay, self.meter, "counterfactual",
-                controls=self.controls, repeats=self.repeats, success_before=self.success_before,
+                controls=controls, repeats=self.repeats, success_before=self.success_before,
                 deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step),
                 step_controls=None if joint else self.controls_by_step.setdefault(diagnosis.step, []))
+            self.rerolled = self.rerolled or any(r.success_after for r in attempt.check.controls)
         return attempt, result
 
     def passed_failed_turn(self, row: Replay, verdict: Verdict | None) -> bool | None:

@@ -1,7 +1,8 @@
 """The bottom floor: the types every stage speaks, and what every stage is built on.
 
 - the trajectory model (`Trajectory` with its `Recording` and `ReplayProvenance`, `Step`, `LLMCall`, `Replay`,
-  `Intervention`, `Annotation`, `Task`, `Verdict`, `Usage`: the one cost type), content ids and agent matching;
+  `Intervention`, `Annotation`, `Task`, `Verdict`, `Usage`: the one cost type), content ids and agent matching,
+  text that loops to its end (`looping_tail`);
 - the errors that name the file, the field and the problem (`RootstepError` and its kinds);
 - `Registry`, the one registry type behind every named, pluggable thing (adapters, verifiers, benchmarks,
   tracers, trace formats, perturbations), and `lazy_exports`, the lazy public face of a stage.
@@ -12,6 +13,7 @@ It imports pydantic and the standard library, nothing of the other stages: every
 from ._agents import match_agent
 from ._ids import canonical_json, content_id
 from ._lazy import lazy_exports
+from ._repetition import MAX_PERIOD, MIN_COPIES, MIN_SPAN, LoopingTail, collapse_loop, loop_period, looping_tail
 from ._models import (
     Annotation,
     AnnotationMethod,
@@ -45,6 +47,13 @@ from .errors import InputError, MissingRecording, RootstepError, WarehouseError
 from .registry import Entry, Origin, Registry, UnknownName, entry_point_dist, plugin_errors
 
 __all__ = [
+    "LoopingTail",
+    "MAX_PERIOD",
+    "MIN_COPIES",
+    "MIN_SPAN",
+    "collapse_loop",
+    "loop_period",
+    "looping_tail",
     "Annotation",
     "AnnotationMethod",
     "Asked",

@@ -11,6 +11,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
+from rootstep.model import collapse_loop
+
 if TYPE_CHECKING:  # pragma: no cover
     from rootstep.model import Trajectory
 
@@ -41,9 +43,11 @@ def compact_contents(steps: Sequence[Any], task: str | None = None) -> list[str]
     """The steps' contents as the compact rendering shows them: a message that repeats an earlier step's
     (whitespace aside) becomes `[the same message as step k]`, a fenced code block that repeats one of an
     earlier step becomes a fenced `[the same code as in step k]` (AG2 coders and critics restate the same
-    block turn after turn), a step that repeats the task becomes `[the task, as given above]`, and a
-    non-agent step's output is cut to `MAX_OUTPUT_CHARS`. Step numbers are kept, so a reference reads as
-    the run reads; a first occurrence is always shown whole."""
+    block turn after turn), a step that repeats the task becomes `[the task, as given above]`, a message
+    that ends by repeating one block until its token limit shows the block once and says how often it came
+    back (`collapse_loop`: the 0.5B's loops fill a 1,024-token step, and the 1.5B asked about such a step
+    copies the loop into its own answer), and a non-agent step's output is cut to `MAX_OUTPUT_CHARS`. Step
+    numbers are kept, so a reference reads as the run reads; a first occurrence is always shown whole."""
     messages: dict[str, int] = {}
     blocks: dict[str, int] = {}
     task_key = _key(task or "")
@@ -59,6 +63,7 @@ def compact_contents(steps: Sequence[Any], task: str | None = None) -> list[str]
             continue
         if len(key) >= MIN_REPEAT_CHARS:
             messages.setdefault(key, step.index)
+        text = collapse_loop(text)
 
         def block(match: re.Match[str], index: int = step.index) -> str:
             body = _key(match.group(1))
@@ -99,9 +104,9 @@ def render_steps(trajectory: "Trajectory", first: int = 0, last: int | None = No
     """Steps `first..last` (None: the last step) as `_run.j2`'s variables, and whether any text was cut.
 
     `compact` (the analyzer's and the perturber's view): repeated messages and code blocks are shown as
-    references to the step that first had them, and tool and environment outputs are capped
-    (`compact_contents`, `MAX_OUTPUT_CHARS`); each step keeps its whole text as `full` for the prompt that
-    asks about that step. The texts are the steps' contents and observations; when they add up to more than `max_prompt_chars`,
+    references to the step that first had them, a closing loop once, and tool and environment outputs are
+    capped (`compact_contents`, `MAX_OUTPUT_CHARS`); each step keeps its whole text as `full` (its loop
+    collapsed all the same) for the prompt that asks about that step. The texts are the steps' contents and observations; when they add up to more than `max_prompt_chars`,
     every one is cut to the same cap, the largest whose total fits (short texts stay whole and leave their
     share to the long ones), and a text keeps at least `MIN_STEP_CHARS` whatever the budget. Each step's
     tool calls are shown as sorted JSON (`MAX_TOOL_CALL_CHARS` each); `calls_tools` says the step's agent acts
@@ -135,7 +140,7 @@ def render_steps(trajectory: "Trajectory", first: int = 0, last: int | None = No
             "calls_tools": s.kind == "agent" and s.agent in tool_agents,
             "observation": cut(observation),
             "reads": s.metadata.get("reads"),
-            **({"full": s.content} if compact else {}),
+            **({"full": collapse_loop(s.content)} if compact else {}),
         }
         for s, content, observation in zip(steps, contents, observations)
     ]

@@ -212,7 +212,8 @@ def test_a_step_that_states_the_wrong_answer_again_gets_the_answer_once_the_earl
     assert fixes == [(1, run.steps[1].content.replace("\\boxed{28}", "\\boxed{16}")),
                      (6, run.steps[6].content.replace("\\boxed{28}", "\\boxed{16}"))], fixes
     assert any(i.kind == "control" and i.step == 6 for i in replayed)
-    assert a.evidence.reason == "it states the wrong answer '28' again after the corrections of the earlier steps that stated it failed"
+    assert a.evidence.reason == ("it states the wrong answer '28' again after the earlier steps that stated it were tried "
+                                 "(their corrections failed or were not the cause)")
     assert any("step 6 (critic) states again the wrong answer '28'" in n for n in result.notes), result.notes
     assert [d.step for d in result.declined] == [3, 4]  # judged correct; step 1 was replayed: nothing before 6 open
 
