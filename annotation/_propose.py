@@ -174,7 +174,8 @@ def ask_valid(
     `max_reasks`; with `grow=False` a cut answer ends the proposal instead: an answer that rewrites one step
     and runs past the room sized to that step is rambling, not a longer step). An answer cut because it loops
     (it ends by repeating one block, `loop_period`: the gateway's loop guard cuts it so) is not given more room,
-    where greedy decoding would write the same loop again: it is a problem, re-asked (sampled) like any other. `reasks`: the re-asks allowed
+    where greedy decoding would write the same loop again: it is a problem, re-asked (sampled) like any other.
+    `reasks`: the re-asks allowed
     (default the budget's `max_reasks`); `reask_if(problem)`: whether this problem is re-asked at all (a refusal
     that the model is known not to mend ends the proposal at once). Returns `(value, None)`, or `(None, why)`
     when the answers stayed invalid, the call failed, or the budget ran out.
