@@ -196,17 +196,7 @@ def ask_valid(
                 return None, f"{prompt_name}: call failed: {type(exc).__name__}: {str(exc)[:300]}"
             call_id = getattr(chat, "last_call_id", None)
             period = loop_period(answer) if _cut(chat) else None
-            if period is not None:  # more room would only buy more copies: the same prompt loops the same way
-                asked += 1
-                problem = (f"the answer repeats the same {period}-character block back to back until it was cut; "
-                           "answer once, without repeating yourself")
-                log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem, call_id=call_id))
-                if reask_if is not None and not reask_if(problem):
-                    break
-                previous = collapse_loop(answer)
-                _sample_reasks(chat)
-                continue
-            if _cut(chat):
+            if period is None and _cut(chat):
                 limit = getattr(chat, "max_tokens", "?")
                 grown = _grow(chat) if grow else None
                 cut = f"cut at max_tokens={limit} (finish_reason=length)"
@@ -216,13 +206,17 @@ def ask_valid(
                     return None, f"{prompt_name}: the answer was {cut} and cannot be given more room"
                 continue
             asked += 1
-            value, problem = validate(answer)
+            if period is None:
+                value, problem = validate(answer)
+            else:  # more room would only buy more copies: the same prompt loops the same way
+                value, problem = None, (f"the answer repeats the same {period}-character block back to back until it "
+                                        "was cut; answer once, without repeating yourself")
             log.append(Asked(prompt_name=prompt_name, answer=answer, problem=problem, call_id=call_id))
             if problem is None:
                 return value, None
             if reask_if is not None and not reask_if(problem):
                 break
-            previous = answer
+            previous = answer if period is None else collapse_loop(answer)
             _sample_reasks(chat)
         return None, f"{prompt_name}: no valid answer after {asked - 1} re-ask(s); last problem: {problem}"
 

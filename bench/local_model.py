@@ -237,7 +237,7 @@ LOOPING_REQUEST = {"messages": [{"role": "user", "content": "Write a poem where 
 def journal_requests(warehouse: str, model: str, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Agent requests to `model` from a warehouse's gateway journal (read by the gateway's own `Journal`): up to
     `n` whose answer looped to its token limit (cut by the guard or not), and `n` whose answer ended by itself."""
-    from rootstep.gateway._loops import loop_period
+    from rootstep.model import loop_period
     from rootstep.gateway._recorder import Journal
 
     root = Path(warehouse, "gateway", "journal")
@@ -262,7 +262,8 @@ def loop_guard(warehouse: str, n: int = 3) -> None:
     answer); the others come out identical (the guard streams)."""
     from rootstep.gateway._defaults import DEFAULT_MODEL
     from rootstep.gateway._local_model import StreamedAnswer, chat_body
-    from rootstep.gateway._loops import LoopGuard, loop_period
+    from rootstep.gateway._loops import LoopGuard
+    from rootstep.model import loop_period
 
     looped, ended = journal_requests(warehouse, DEFAULT_MODEL, n)
     print(f"\nthe loop guard on {DEFAULT_MODEL}: a request known to loop, {len(looped)} calls of {warehouse}'s journal "

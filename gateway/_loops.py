@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from rootstep.model import MAX_PERIOD, MIN_COPIES, MIN_SPAN, loop_period
 
-__all__ = ["LoopGuard", "loop_period"]
-
 
 class LoopGuard:
     """Feed it an answer's text as it is generated; `feed` says True once the answer's end is a loop."""

@@ -19,7 +19,8 @@ from openai import BadRequestError
 
 from rootstep.gateway import RunContext
 from rootstep.gateway._local_model import StreamedAnswer, bare_tool_calls
-from rootstep.gateway._loops import LoopGuard, loop_period
+from rootstep.gateway._loops import LoopGuard
+from rootstep.model import loop_period
 from rootstep.gateway._local_weights import LocalModel, WeightsError, gguf_path, part_files
 
 from ._gateway_support import Harness
