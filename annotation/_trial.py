@@ -471,7 +471,8 @@ class FixTrial:
         self.early_controls = early_controls
         self.rerolled = False
         """A control replay of this search flipped the run (the team re-rolls: its later calls, answered live, can
-        succeed with no fix): every later flip check replays at least `REROLLED_CONTROLS` controls."""
+        succeed with no fix), in a flip check or beside a fix that did not flip (`_beside`): every later flip
+        check replays at least `REROLLED_CONTROLS` controls."""
         self.controls_by_step: dict[int, list[tuple[Replay, Verdict | None]]] = {}
         """Control replays run for a step (beside a fix's replay or by a flip check), used by every later flip check
         of the step: a control does not depend on the fix (on the flaky AG2 team of the tests, the grounded fix and
@@ -510,7 +511,7 @@ class FixTrial:
                 controls=controls, repeats=self.repeats, success_before=self.success_before,
                 deterministic=None if self.deterministic is None else self.deterministic(diagnosis.step),
                 step_controls=None if joint else self.controls_by_step.setdefault(diagnosis.step, []))
-            self.rerolled = self.rerolled or any(r.success_after for r in attempt.check.controls)
+            self.rerolled = self.rerolled or attempt.check.effect.control_flips > 0
         return attempt, result
 
     def passed_failed_turn(self, row: Replay, verdict: Verdict | None) -> bool | None:
@@ -548,3 +549,4 @@ class FixTrial:
         finally:
             thread.join()
             self.controls_by_step.setdefault(step, []).extend(done)
+            self.rerolled = self.rerolled or any(self.passed_failed_turn(r, v) for r, v in done)

@@ -27,14 +27,16 @@ def _run() -> Trajectory:
                       final_answer=final, verdict=verify(TASK, final), recording={"gateway_run_id": "real", "task": TASK})
 
 
-def _trial(run: Trajectory, control_flips_at: set[int], replayed: list[Intervention]) -> FixTrial:
+def _trial(run: Trajectory, control_flips_at: set[int], replayed: list[Intervention],
+           fix_fails_at: set[int] = frozenset(), early_controls: bool = False) -> FixTrial:
     def replay(i: Intervention) -> tuple[Trajectory, Verdict, ReplayOutcome]:
         replayed.append(i)
-        right = i.kind == "fix" or i.step in control_flips_at
+        right = i.step in control_flips_at if i.kind == "control" else i.step not in fix_fails_at
         answer = "The number of miles Ahito ran is 16.\n\nAnswer: 16" if right else run.final_answer
         return run.model_copy(update={"final_answer": answer}), verify(TASK, answer), ReplayOutcome(cost=Usage(llm_calls=1))
 
-    return FixTrial(run, False, TASK, lambda t, a: verify(t, a), None, replay, Meter(Budget()))
+    return FixTrial(run, False, TASK, lambda t, a: verify(t, a), None, replay, Meter(Budget()),
+                    early_controls=early_controls)
 
 
 def _fix(run: Trajectory, step: int) -> Diagnosis:
@@ -52,6 +54,21 @@ def test_after_a_control_that_flipped_a_later_flip_is_put_to_three_controls():
     later, _ = trial.attempt(_fix(run, 6))
     assert later.confirmed and len(later.check.controls) == REROLLED_CONTROLS == 3
     assert [i.kind for i in replayed] == ["fix", "control", "control", "control"] and {i.step for i in replayed} == {6}
+
+
+def test_a_control_that_flipped_beside_a_fix_that_did_not_counts_too():
+    """The ranked phase replays a step's control beside its fix (`_beside`): when the fix fails and the control
+    succeeds, the team re-rolls all the same, and the next flip needs three controls."""
+    run = _run()
+    replayed: list[Intervention] = []
+    trial = _trial(run, {1}, replayed, fix_fails_at={1}, early_controls=True)
+    first, _ = trial.attempt(_fix(run, 1), early_control=True)
+    assert not first.turned and [r.success_after for r in first.beside] == [True]
+    assert trial.rerolled and sorted(i.kind for i in replayed) == ["control", "fix"]
+    replayed.clear()
+    later, _ = trial.attempt(_fix(run, 6))
+    assert later.confirmed and len(later.check.controls) == REROLLED_CONTROLS
+    assert [i.kind for i in replayed] == ["fix", "control", "control", "control"]
 
 
 def test_a_search_whose_controls_all_failed_keeps_one_control_per_flip():
