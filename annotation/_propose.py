@@ -30,6 +30,7 @@ from rootstep.benchmarks import (
     calls_answer,
     executed_calls_answer,
     answer_spans,
+    asserts_on,
     code_blocks,
     extract_code,
     is_suspect,
@@ -37,6 +38,7 @@ from rootstep.benchmarks import (
     parse_call,
     printed_output,
     program_output,
+    python_program,
     reads_calls,
     right_answer_in,
     same_answer,
@@ -986,6 +988,10 @@ class FixProposer:
                               "accepts: judged correct, the analyzer not asked")
             return Diagnosis(step=step.index, agent=step.agent, declined=True, source=source,
                              reason=f"it states the answer {right!r}, which the task's verifier accepts"), None
+        caught = self.right_tests(step)
+        if caught is not None:  # the reference solution already judged the tests: cleared, no call
+            self.notes.append(f"step {step.index} ({step.agent}) {caught}: judged correct, the analyzer not asked")
+            return Diagnosis(step=step.index, agent=step.agent, declined=True, source=source, reason=caught), None
         answered = self.answered(step, tested, source, passed=passed)
         if answered is not None:  # the verifier already judged it; its correction is the task's own answer
             return answered, None
@@ -1450,11 +1456,48 @@ class FixProposer:
             return None
         return str(verdict.details.get("extracted", "")) or "a right answer"
 
+    def right_tests(self, step: Step) -> str | None:
+        """What clears `step` when it is a test of the task's function (`asserts_on`) whose assertions hold on the task's
+        reference solution and fail on the last earlier code of the function that fails the task's tests (the tests
+        caught that code's error), or hold where no earlier step wrote failing code; None otherwise (not a coding task,
+        no reference or runner, not such a test, an assertion the reference fails, tests the failing code passes: too
+        weak to catch the error, which may be the decisive one). On the seed-31 slice (2026-12-02) MetaGPT
+        HumanEval/127's tester wrote three right assertions at step 2 that the coder's code failed; the 1.5B said it
+        needed a fix, gave it unchanged, and the step was left open: the scan stopped there with one replay."""
+        if self.task is None or self.task.kind != "coding" or self.run_program is None:
+            return None
+        reference, entry = self.task.metadata.get("reference_solution"), self.task.metadata.get("entry_point")
+        tests = python_program(step.content)
+        if not isinstance(reference, str) or not reference.strip() or tests is None or not asserts_on(tests, entry):
+            return None
+        marker = "rootstep: the assertions hold"
+
+        def hold(code: str) -> bool:
+            try:
+                out = self.run_program(f"{code.rstrip()}\n\n{tests}\nprint({marker!r})\n")
+            except Exception:  # noqa: BLE001 - a program that cannot be run proves nothing
+                return False
+            return out is not None and marker in out
+
+        if not hold(reference):
+            return None
+        failing = next((s for s in reversed(self.trajectory.steps[:step.index])
+                        if s.kind == "agent" and self.failing_code(s.content) is not None), None)
+        if failing is None:
+            return "has assertions of the task's function that hold on the task's reference solution"
+        if hold(extract_code(failing.content, entry)[0]):
+            return None
+        return (f"has assertions of the task's function that hold on the task's reference solution and fail on step "
+                f"{failing.index}'s failing code (they caught its error)")
+
     def right_already(self, step: Step) -> str | None:
-        """Why no fix of `step` is a correction (it states a right answer: `right_answer`), or None."""
+        """Why no fix of `step` is a correction (it states a right answer, `right_answer`, or its tests hold and caught
+        the error, `right_tests`), or None."""
         right = self.right_answer(step)
         if right is None:
-            return None
+            caught = self.right_tests(step)
+            return None if caught is None else (f"step {step.index} ({step.agent}) {caught}: it is not the error; "
+                                                "name a later step")
         return (f"step {step.index} ({step.agent}) already states the answer {right!r}, which the task's verifier "
                 "accepts: it is not the error (the team lost the right answer after it); name a later step")
 

@@ -35,7 +35,7 @@ from ._bfcl import (
     reads_calls,
     task_functions,
 )
-from ._code import CodeBlock, build_program, code_blocks, defines, extract_code, writes
+from ._code import CodeBlock, asserts_on, build_program, code_blocks, defines, extract_code, writes
 from ._custom import add_benchmark, validate_file
 from ._errors import BenchmarkError, ValidationError
 from ._gaia import gaia_match
@@ -95,6 +95,7 @@ __all__ = [
     "answer_contract",
     "answer_leak",
     "answer_spans",
+    "asserts_on",
     "benchmark",
     "build_program",
     "call_key",

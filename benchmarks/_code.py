@@ -72,6 +72,20 @@ def writes(code: str, name: str | None) -> bool:
     return bool(name) and re.search(rf"^\s*(?:function|func|fn)\s+{re.escape(str(name))}\s*\(", code, re.M) is not None
 
 
+def asserts_on(code: str, name: str | None) -> bool:
+    """Whether `code` is a test of `name`: it parses, does not write `name` itself (`writes`), and has an `assert`
+    whose condition calls `name` (MetaGPT's tester: `assert intersection((1, 2), (2, 3)) == "NO"`)."""
+    if not name or writes(code, name):
+        return False
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.Assert) and any(
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name
+        for call in ast.walk(node.test)) for node in ast.walk(tree))
+
+
 def _compiles(code: str) -> bool:
     try:
         ast.parse(code)
