@@ -132,7 +132,7 @@ def answer_spans(text: str) -> list[tuple[str, SpanMethod]]:
         marked.append((position, inner if inner is not None else rest, "answer_line"))
     for _, span, method in sorted(marked, key=lambda item: -item[0]):
         out.append((span, method))
-    prose = without_code(text)  # `print("Answer: ", x)` in a program is not the phrase (MetaGPT MATH-500 2735)
+    prose = without_code(_values_kept(text))  # `print("Answer: ", x)` in a program is not the phrase (MetaGPT 2735)
     phrases = list(_PHRASE.finditer(prose))
     if phrases:
         tail = prose[phrases[-1].end() :].strip().splitlines()
@@ -174,6 +174,21 @@ def printed_output(run: str) -> str:
     `Code output: (15, -29)`: left in, the label made the MATH verifier read `Code output: (15, -29)` as the
     answer and fail a run that printed the right point (slice of 2026-11-27, MATH-500 precalculus/43)."""
     return _OUTPUT_LABEL.sub("", _EXIT_LINE.sub("", run.strip(), count=1).strip(), count=1).strip()
+
+
+_VALUE_BLOCK = re.compile(r"```[^\n]*\n[ \t]*(?P<fenced>[^\n`]+?)[ \t]*\n[ \t]*```|<code>[ \t\n]*(?P<tagged>[^\n<]+?)[ \t\n]*</code>")
+
+
+def _values_kept(text: str) -> str:
+    """`text` with each code block that holds only a bare value (`_bare_answer_line`: `<code>196</code>`, a fence
+    around `\\frac{1}{2}`) written as that value: a value, not a program. The 0.5B's smolagents manager ended
+    MATH-500 number_theory/572 (seed-31 slice, 2026-12-02) with `Therefore, the final answer is:` and `<code>196</code>`
+    on the next lines; with the block removed the phrase had nothing after it and the verifier found no answer."""
+    def value(m: re.Match[str]) -> str:
+        inner = m.group("fenced") if m.group("fenced") is not None else m.group("tagged")
+        return inner if _bare_answer_line(inner) else m.group(0)
+
+    return _VALUE_BLOCK.sub(value, text)
 
 
 def without_code(text: str) -> str:

@@ -80,6 +80,26 @@ def test_a_quote_closed_around_the_answer_line_is_not_part_of_the_answer() -> No
     assert final_answer_span("He said “the answer is 12”")[0] == "12"
 
 
+SMOLAGENTS_CODE_TAG = """Since all these numbers are divisible by 1, 2, 4, 8, 16, 32, 64, 128, and 256, the number of \
+positive whole-number divisors of 196 is 196.
+
+Therefore, the final answer is:
+
+<code>196</code>"""
+"""The end of the 0.5B smolagents manager's last message on MATH-500 number_theory/572 (seed-31 slice, 2026-12-02),
+as recorded: judged "no answer found" before a value in a code block after the phrase was read."""
+
+
+def test_a_bare_value_in_a_code_block_after_the_phrase_is_the_answer() -> None:
+    assert final_answer_span(SMOLAGENTS_CODE_TAG) == ("196", "answer_phrase")
+    verdict = verify(_task("math", "9"), SMOLAGENTS_CODE_TAG)
+    assert not verdict.success and verdict.details["extracted"] == "196"
+    assert verify(_task("math", "196"), SMOLAGENTS_CODE_TAG).success
+    assert final_answer_span("The answer is:\n```\n\\frac{1}{2}\n```") == ("\\frac{1}{2}", "answer_phrase")
+    # a program in the block is still a program, not a value
+    assert final_answer_span("The final answer is:\n<code>\nresult = count_divisors(196)\n</code>")[0] is None
+
+
 def test_an_answer_phrase_inside_a_program_is_not_the_answer() -> None:
     """MetaGPT on MATH-500 algebra/2735 and intermediate_algebra/1508 (slice of 2026-11-29, seed 17): the coder's
     program ends `print("Answer: ", simplified_expression)`; the phrase inside the code was read as the stated
