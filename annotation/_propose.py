@@ -1459,12 +1459,13 @@ class FixProposer:
     def right_tests(self, step: Step) -> str | None:
         """What clears `step` when it is a test of the task's function (`asserts_on`) whose assertions hold on the task's
         reference solution and fail on the last earlier code of the function that fails the task's tests (the tests
-        caught that code's error), or hold where no earlier step wrote failing code; None otherwise (not a coding task,
-        no reference or runner, not such a test, an assertion the reference fails, tests the failing code passes: too
+        caught that code's error); None otherwise (not a coding task, no reference or runner, not such a test, an
+        assertion the reference fails, no earlier failing code to have caught, tests the failing code passes: too
         weak to catch the error, which may be the decisive one). On the seed-31 slice (2026-12-02) MetaGPT
         HumanEval/127's tester wrote three right assertions at step 2 that the coder's code failed; the 1.5B said it
         needed a fix, gave it unchanged, and the step was left open: the scan stopped there with one replay."""
-        if self.task is None or self.task.kind != "coding" or self.run_program is None:
+        run_program = self.run_program
+        if self.task is None or self.task.kind != "coding" or run_program is None:
             return None
         reference, entry = self.task.metadata.get("reference_solution"), self.task.metadata.get("entry_point")
         tests = python_program(step.content)
@@ -1474,7 +1475,7 @@ class FixProposer:
 
         def hold(code: str) -> bool:
             try:
-                out = self.run_program(f"{code.rstrip()}\n\n{tests}\nprint({marker!r})\n")
+                out = run_program(f"{code.rstrip()}\n\n{tests}\nprint({marker!r})\n")
             except Exception:  # noqa: BLE001 - a program that cannot be run proves nothing
                 return False
             return out is not None and marker in out
@@ -1483,9 +1484,7 @@ class FixProposer:
             return None
         failing = next((s for s in reversed(self.trajectory.steps[:step.index])
                         if s.kind == "agent" and self.failing_code(s.content) is not None), None)
-        if failing is None:
-            return "has assertions of the task's function that hold on the task's reference solution"
-        if hold(extract_code(failing.content, entry)[0]):
+        if failing is None or hold(extract_code(failing.content, entry)[0]):
             return None
         return (f"has assertions of the task's function that hold on the task's reference solution and fail on step "
                 f"{failing.index}'s failing code (they caught its error)")

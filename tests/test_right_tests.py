@@ -84,6 +84,14 @@ def test_tests_the_failing_code_passes_are_too_weak_to_clear(task, runner):
     assert propose.right_tests(run.steps[2]) is None
 
 
+def test_tests_written_before_any_failing_code_are_left_to_the_analyzer(task, runner):
+    """True assertions with no failing code before them caught nothing yet: whether they test enough is not the
+    reference's to say."""
+    run = real_run(task)
+    first = run.model_copy(update={"steps": [run.steps[0], run.steps[2].model_copy(update={"index": 1})]})
+    assert proposer(first, task, runner).right_tests(first.steps[1]) is None
+
+
 def test_only_a_test_of_the_tasks_function_with_a_runner_is_read(task, runner):
     run = real_run(task)
     propose = proposer(run, task, runner)
