@@ -31,6 +31,7 @@ from rootstep.benchmarks import (
     executed_calls_answer,
     answer_spans,
     asserts_on,
+    build_program,
     code_blocks,
     extract_code,
     is_suspect,
@@ -1484,7 +1485,7 @@ class FixProposer:
             return None
         failing = next((s for s in reversed(self.trajectory.steps[:step.index])
                         if s.kind == "agent" and self.failing_code(s.content) is not None), None)
-        if failing is None or hold(extract_code(failing.content, entry)[0]):
+        if failing is None or hold(build_program(failing.content, self.task)[0]):
             return None
         return (f"has assertions of the task's function that hold on the task's reference solution and fail on step "
                 f"{failing.index}'s failing code (they caught its error)")
