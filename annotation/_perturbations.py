@@ -29,7 +29,8 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict
 from rootstep.model import Registry, Step, Trajectory
 
-_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+_FENCE = re.compile(r"```[^\n]*\n(?P<fenced>.*?)```|<code>(?P<tagged>.*?)</code>", re.S)
+"""A closed markdown fence or `<code>` block (smolagents' code block tags), its code in the group that matched."""
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w.])")
 # comparison first (two-character operators before their one-character prefixes)
 _COMPARISON = re.compile(r"(?<![<>=!])(<=|>=|==|!=|<|>)(?![<>=])")
@@ -54,7 +55,12 @@ class Perturbation(BaseModel):
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
-    return [(m.start(1), m.end(1)) for m in _FENCE.finditer(text)]
+    """Where the code of each closed code block of `text` sits."""
+    return [m.span(m.lastgroup or 0) for m in _FENCE.finditer(text)]
+
+
+def _codes(text: str) -> list[str]:
+    return [text[a:b] for a, b in _code_spans(text)]
 
 
 _CHECK_LINE = re.compile(r"^\s*(?:assert\b|print\s*\(|if\s+__name__\s*==)")
@@ -128,14 +134,14 @@ def drop_code_line(step: Step, rng: random.Random) -> Perturbation | None:
     the team's own checks), so that the code still compiles when it did: a silent missing step, not a
     syntax error (dropping `for number in numbers:` left an IndentationError that any run shows)."""
     text = step.content
-    compiled = [_compiles(block) for block in _FENCE.findall(text)]
+    compiled = [_compiles(block) for block in _codes(text)]
     candidates: list[tuple[int, int]] = []
     for a, b in _work_spans(text):
         stripped = text[a:b].strip()
         if (not stripped or stripped.startswith(("#", "//", "def ", "async def ", "class ", "@"))
                 or stripped in ("}", ")", "]", "{", "end") or stripped.split("#")[0].rstrip().endswith(":")):
             continue
-        after = [_compiles(block) for block in _FENCE.findall(text[:a] + text[b:])]
+        after = [_compiles(block) for block in _codes(text[:a] + text[b:])]
         if any(was and not now for was, now in zip(compiled, after)):
             continue
         candidates.append((a, b))

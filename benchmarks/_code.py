@@ -34,25 +34,49 @@ from ._registry import verifier
 
 HARNESS_SOURCE = (Path(__file__).with_name("_harness.py")).read_text(encoding="utf-8")
 
-_FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*(?P<language>[\w+#.-]*)[^\n]*\n(?P<fenced>.*?)(?:```|\Z)"
+                    r"|<code>(?P<tagged>.*?)(?:</code>|\Z)", re.DOTALL)
+"""A markdown fence (its language tag, its code) or a `<code>` block, smolagents' (1.26) code block tags: its
+CodeAgent asks for `<code>...</code>`, stops at `</code>` and adds the tag back to the step."""
+_INNER_FENCE = re.compile(r"\A\s*```[ \t]*(?P<language>[\w+#.-]*)[^\n]*\n(?P<fenced>.*?)(?:```|\Z)", re.DOTALL)
 _PY_LANGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
 
 class CodeBlock(NamedTuple):
-    """A fenced code block of a text: where it sits (`start`, `end`), its language tag (lower case) and code."""
+    """A code block of a text: where it sits (`start`, `end`), its language tag (lower case), its code, and whether
+    it is a `<code>` block (`tagged`) rather than a markdown fence."""
     start: int
     end: int
     language: str
     code: str
+    tagged: bool = False
 
     @property
     def python(self) -> bool:
         return self.language in _PY_LANGS
 
+    def written(self, code: str) -> str:
+        """`code` as a Python block of this block's form: a `<code>` block stays one (smolagents reads markdown only
+        when a step has no `<code>` block at all), anything else is a ```python fence."""
+        code = code.strip("\n")
+        return f"<code>\n{code}\n</code>" if self.tagged else f"```python\n{code}\n```"
+
 
 def code_blocks(text: str) -> list[CodeBlock]:
-    """The fenced blocks of `text` in order (an unterminated last fence runs to the end)."""
-    return [CodeBlock(m.start(), m.end(), m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    """The code blocks of `text` in order: markdown fences and `<code>` blocks (an unterminated last block runs to
+    the end). A `<code>` block is Python (smolagents runs it as such); a fence written inside one is its code."""
+    blocks = []
+    for m in _FENCE.finditer(text):
+        if m.group("tagged") is None:
+            blocks.append(CodeBlock(m.start(), m.end(), m.group("language").lower(), m.group("fenced")))
+            continue
+        code = m.group("tagged")
+        inner = _INNER_FENCE.match(code)
+        if inner is not None and not code[inner.end():].strip():
+            blocks.append(CodeBlock(m.start(), m.end(), inner.group("language").lower(), inner.group("fenced"), True))
+        else:
+            blocks.append(CodeBlock(m.start(), m.end(), "", code.strip("\n") + "\n" if code.strip() else code, True))
+    return blocks
 
 
 def defines(code: str, name: str | None) -> bool:

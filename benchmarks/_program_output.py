@@ -2,8 +2,8 @@
 
 A coder whose team has an executor (AG2) states its answer through what its program prints: the text
 `total = 2 * 30 * 4` / `print(total)` states 240, though its last number is 4. `program_output(text,
-run_program)` reads that: the text's fenced Python blocks (```python, ```py or no language), joined in
-order as the executor runs them, are handed to `run_program(code) -> stdout or None`, and what they print
+run_program)` reads that: the text's fenced Python blocks (```python, ```py or no language, or smolagents'
+`<code>` blocks), joined in order as the executor runs them, are handed to `run_program(code) -> stdout or None`, and what they print
 is the output. No fenced Python, code that does not compile, a run that fails (an exception, a non-zero
 exit, a timeout) or prints nothing: no output (None).
 
@@ -27,16 +27,40 @@ PROGRAM_TIMEOUT_S = 5.0
 
 def python_program(text: str) -> str | None:
     """The program of `text`'s fenced Python blocks, joined in order (as an executor runs them), or None
-    when it has none or the joined blocks do not compile (a block of prose, a `>>>` session)."""
+    when it has none or the joined blocks do not compile (a block of prose, a `>>>` session). A program that
+    calls smolagents' `final_answer` without defining it gets a `final_answer` that prints its answer."""
     blocks = [b.code for b in code_blocks(text or "") if b.python]
     if not any(block.strip() for block in blocks):
         return None
     code = "\n\n".join(block.rstrip() for block in blocks) + "\n"
     try:
-        ast.parse(code)
+        tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return None
+    if _calls_undefined(tree, "final_answer"):
+        code = _FINAL_ANSWER + code
     return code
+
+
+_FINAL_ANSWER = "def final_answer(answer):\n    print(answer)\n\n\n"
+"""smolagents' `final_answer` tool, as a program run outside the agent states it: a CodeAgent's step ends with
+`final_answer(result)`, which gives `result` as the agent's answer; run bare, the call is a NameError and the
+step would state nothing."""
+
+
+def _calls_undefined(tree: ast.Module, name: str) -> bool:
+    """Whether `tree` calls `name` and neither defines nor imports it."""
+    called = defined = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+            called = True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            defined = True
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
+            defined = True
+        elif isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            defined = True
+    return called and not defined
 
 
 def program_output(text: str, run_program: RunProgram | None) -> str | None:
