@@ -471,7 +471,8 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
     taken (on test-120, 2026-11-25, a prose retake flipped the run), not the re-ask's, which the 1.5B made an
     echo of the complaint on test-1101 ("Please provide the correct answer so that I can assist you with a code
     block") and a restatement of the question on test-474."""
-    code_form = asks_for_code(messages)
+    code_form = code_form_asked(messages)
+    no_code_block = _no_code_block(code_form or "")
     prose: list[str] = []  # the first answer that passed every check but had no code block
 
     def render(previous: str | None, problem: str | None) -> list[dict[str, Any]]:
@@ -492,13 +493,13 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
         if code_form and not code_blocks(text):
             if not prose:
                 prose.append(text)
-            return None, _NO_CODE_BLOCK
+            return None, no_code_block
         return text, None
 
     refused: list[str] = []
 
     def reask(problem: str) -> bool:
-        if problem == _NO_CODE_BLOCK:
+        if problem == no_code_block:
             return True  # asked for the form its instructions ask for, once: on GSM8K test-1101 that retake flipped
         refused.append(problem)
         return len(refused) <= meter.budget.max_write_reasks
@@ -511,17 +512,28 @@ def retake_step(chat: ChatLike, messages: list[dict[str, Any]], step: Step, mete
     return text, why
 
 
-_NO_CODE_BLOCK = ("your instructions ask for a Python code block (```python ... ```) and the answer has none; write the "
-                  "message as they ask")
+def _no_code_block(form: str) -> str:
+    return f"your instructions ask for a Python code block ({form}) and the answer has none; write the message as they ask"
 
-_ASKS_FOR_CODE = re.compile(r"```python|\bpython code block\b", re.IGNORECASE)
+
+_ASKS_FOR_CODE = re.compile(r"(?P<fenced>```python|\bpython code block\b)|(?P<tagged>\bopened with '<code>')", re.IGNORECASE)
+"""AG2's coder: "Write a short Python code block (```python ... ```) that computes the answer and prints it"; smolagents'
+CodeAgent (1.26): "The code sequence must be opened with '<code>', and closed with '</code>'"."""
+
+
+def code_form_asked(messages: Sequence[dict[str, Any]]) -> str | None:
+    """The code block form the agent's system prompt in `messages` asks its work in (`_ASKS_FOR_CODE`): "```python
+    ... ```" or "<code> ... </code>"; None when it asks for none."""
+    for m in messages:
+        found = _ASKS_FOR_CODE.search(m["content"]) if m.get("role") == "system" and isinstance(m.get("content"), str) else None
+        if found is not None:
+            return "<code> ... </code>" if found.lastgroup == "tagged" else "```python ... ```"
+    return None
 
 
 def asks_for_code(messages: Sequence[dict[str, Any]]) -> bool:
-    """Whether the agent's system prompt in `messages` asks for its work as a Python code block (AG2's coder:
-    "Write a short Python code block (```python ... ```) that computes the answer and prints it")."""
-    return any(m.get("role") == "system" and isinstance(m.get("content"), str) and _ASKS_FOR_CODE.search(m["content"])
-               for m in messages)
+    """Whether the agent's system prompt in `messages` asks for its work as a Python code block (`code_form_asked`)."""
+    return code_form_asked(messages) is not None
 
 
 _PREFACE = re.compile(r"^\s*(?:(?:sure|certainly|okay|ok)\b[^\n]*\n+)?(?:here(?:'s| is)|below is|the (?:corrected|rewritten) "
@@ -747,6 +759,8 @@ def plain_tool_calls(raw: Any) -> list[dict[str, Any]] | None:
     return calls
 
 
+_APPROVED = re.compile(r"\bAPPROVED\b")
+_FAILED_RUN = re.compile(r"\Aexit code [1-9]\d*|\Atimed out\b|^Traceback \(most recent call last\)|^\w*Error\b.*$", re.MULTILINE)
 _NUMBERED = re.compile(r"^(?:\d+[.)]|[-*])\s+")
 
 
@@ -975,6 +989,10 @@ class FixProposer:
         """The correction of `step` (or its judgement as correct) in the scan: the task's own where it gives one
         (reference solution, ground-truth calls, its answer in place of a wrong one that no step outside `passed`
         stated before), a right answer cleared, else the analyzer's fix of it."""
+        retaken = self.retaken_empty(step)
+        if retaken is not None:  # nothing to correct: the agent's next step does the work it left undone
+            self.notes.append(f"step {step.index} ({step.agent}) {retaken}: judged no error, the analyzer not asked")
+            return Diagnosis(step=step.index, agent=step.agent, declined=True, source=source, reason=retaken), None
         referenced = self.referenced(step, tested, source)
         if referenced is not None:  # the tests already judged the step; its correction is the task's own code
             self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests: corrected with "
@@ -1012,6 +1030,11 @@ class FixProposer:
             require_fix = True
             self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests ({failing}): "
                               "asked for its correction, not whether it is correct")
+        approved = None if require_fix else self.approves_failure(step)
+        if approved is not None:
+            require_fix = True  # accepting a run that failed is not a correct review, whatever the code
+            self.notes.append(f"step {step.index} ({step.agent}) approves after {approved}: asked for its correction, "
+                              "not whether it is correct")
         shown = next(s for s in self.base["steps"] if s["index"] == step.index)
         shown = {**shown, "content": shown["full"]}  # the step asked about, whole (the run shows it compact)
         def validate(answer: str) -> tuple[Diagnosis | None, str | None]:
@@ -1053,11 +1076,11 @@ class FixProposer:
         reference, entry = self.task.metadata.get("reference_solution"), self.task.metadata.get("entry_point")
         if not isinstance(reference, str) or not reference.strip() or not entry or self.failing_code(step.content) is None:
             return None
-        fenced = f"```python\n{reference.strip()}\n```"
         blocks = [b for b in code_blocks(step.content) if writes(b.code, str(entry))]
         if not blocks:
-            return fenced
-        return step.content[:blocks[-1].start] + fenced + step.content[blocks[-1].end:]
+            tagged = any(b.tagged for b in code_blocks(step.content))
+            return f"<code>\n{reference.strip()}\n</code>" if tagged else f"```python\n{reference.strip()}\n```"
+        return step.content[:blocks[-1].start] + blocks[-1].written(reference) + step.content[blocks[-1].end:]
 
     def grounded(self, tested: set[tuple[int, str]]) -> Diagnosis | None:
         """The correction the task itself gives of the first agent step that has one, before the failure horizon: its
@@ -1250,7 +1273,7 @@ class FixProposer:
         text = step.content
 
         def as_step(output: str) -> str:
-            program = f"```python\nprint({output!r})\n```"
+            program = blocks[0].written(f"print({output!r})")
             kept = text[:blocks[0].start] + program
             for before, after in zip(blocks, blocks[1:]):
                 kept += text[before.end:after.start]
@@ -1489,6 +1512,43 @@ class FixProposer:
             return None
         return (f"has assertions of the task's function that hold on the task's reference solution and fail on step "
                 f"{failing.index}'s failing code (they caught its error)")
+
+    def approves_failure(self, step: Step) -> str | None:
+        """What failed when `step` approves (MetaGPT's reviewer ends the project with `APPROVED`) right after a run of
+        the team's checks that failed (the last tool step since the previous agent step: a non-zero exit code, a
+        timeout, a traceback); else None. Such an approval ends the project on code its own checks reject: it is not
+        a correct review, and the analyzer is asked for its correction, not whether it is correct."""
+        if not _APPROVED.search(step.content):
+            return None
+        position = next((i for i, s in enumerate(self.trajectory.steps) if s.index == step.index), 0)
+        for earlier in reversed(self.trajectory.steps[:position]):
+            if earlier.kind == "agent":
+                return None
+            if earlier.kind == "tool":
+                output = earlier.content or earlier.observation or ""
+                failed = None if output.startswith("exit code 0") else _FAILED_RUN.search(output)
+                return f"step {earlier.index}'s failed run ({failed.group(0).strip()})" if failed else None
+        return None
+
+    def retaken_empty(self, step: Step) -> str | None:
+        """Why `step` is no error when it is empty (no text, no calls) and its agent takes the next agent step, with
+        only tool or environment output between; else None. An empty reply did nothing: smolagents runs its empty code
+        and asks the agent again, which the 0.5B manager answered with three empty replies in a row (golden MBPP+ 309).
+        Asked to correct one, the analyzer can only write the agent's work in its place, which a leak refuses when it
+        passes (a step that stated nothing handed the answer) or repeats the retake's error when it fails: on the
+        seed-31 slice (2026-12-02) the smolagents manager's empty steps were left open and stopped the scan."""
+        if step.content.strip() or step.tool_calls:
+            return None
+        position = next((i for i, s in enumerate(self.trajectory.steps) if s.index == step.index), None)
+        if position is None:
+            return None
+        for later in self.trajectory.steps[position + 1:self.horizon]:
+            if later.kind in ("tool", "environment"):
+                continue
+            if later.kind == "agent" and later.agent == step.agent:
+                return f"is empty (no text, no calls): it did nothing, and {step.agent} took the work up again at step {later.index}"
+            return None
+        return None
 
     def right_already(self, step: Step) -> str | None:
         """Why no fix of `step` is a correction (it states a right answer, `right_answer`, or its tests hold and caught
