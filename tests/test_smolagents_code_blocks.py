@@ -18,7 +18,7 @@ import pytest
 
 from rootstep.annotation import Budget, Meter, TaskContext
 from rootstep.annotation._perturbations import _code_spans, change_constant, flip_operator
-from rootstep.annotation._propose import FixProposer
+from rootstep.annotation._propose import FixProposer, code_form_asked
 from rootstep.benchmarks import answer_leak, code_blocks, extract_code, load_tasks, program_output, python_program
 from rootstep.benchmarks import sandbox_runner, verify
 from rootstep.model import Recording, Step, Trajectory
@@ -37,6 +37,12 @@ MBPP_282 = recorded("smolagents-mbppplus-wrong")
 """`Thought: ...` then `<code>` defining `sub_list` and calling `final_answer(sub_list([1, 2, 3],[4,5,6]))`."""
 GSM8K_387 = recorded("smolagents-gsm8k-right")
 """`<code>\\ntotal_cost = 6 * 2 + 8 * 3\\nfinal_answer(total_cost)\\n</code>` (the answer is 36)."""
+
+
+SYSTEM_LINE = ("Then in the Code sequence you should write the code in simple Python. The code sequence must be opened "
+               "with '<code>', and closed with '</code>'.")
+"""The line of smolagents 1.26.0's CodeAgent system prompt that names its code block, as the library renders it
+(`CodeAgent(tools=[], model=None).system_prompt` in the fw-smolagents image)."""
 
 
 def task(benchmark: str, task_id: str):
@@ -66,6 +72,14 @@ def test_a_markdown_reply_with_the_added_closing_tag_keeps_its_fence():
     text = recorded("smolagents-mbppplus-right")  # ```python ... ``` and smolagents' </code> after it
     [block] = code_blocks(text)
     assert not block.tagged and block.language == "python" and block.code.startswith("def maximum(")
+
+
+def test_a_retake_in_a_smolagents_seat_is_asked_for_its_code_tag_block():
+    system = {"role": "system", "content": f"You are an expert assistant.\n{SYSTEM_LINE}\n"}
+    assert code_form_asked([system, {"role": "user", "content": "New task: ..."}]) == "<code> ... </code>"
+    ag2 = {"role": "system", "content": "Write a short Python code block (```python ... ```) that computes the answer"}
+    assert code_form_asked([ag2]) == "```python ... ```"
+    assert code_form_asked([{"role": "user", "content": SYSTEM_LINE}]) is None  # the agent's instructions only
 
 
 def test_the_verifier_reads_the_function_from_the_code_block():
