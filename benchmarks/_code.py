@@ -142,10 +142,42 @@ def extract_code(text: str, entry_point: str | None = None) -> tuple[str, str]:
     return max(python, key=len).rstrip() + "\n", "longest fenced block"
 
 
+_FINAL_ANSWER = "def final_answer(answer):\n    print(answer)\n\n\n"
+"""smolagents' `final_answer` tool, as a program run outside the agent states it: a CodeAgent's step ends with
+`final_answer(result)`, which gives `result` as the agent's answer; run bare, the call is a NameError and the
+step would state nothing."""
+
+
+def _calls_undefined(tree: ast.Module, name: str) -> bool:
+    """Whether `tree` calls `name` and neither defines nor imports it."""
+    called = defined = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+            called = True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            defined = True
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
+            defined = True
+        elif isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            defined = True
+    return called and not defined
+
+
+def with_final_answer(code: str) -> str:
+    """`code` with smolagents' `final_answer` defined before it (printing its answer) when it calls `final_answer`
+    and neither defines nor imports it; else `code` as it is (also when it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return code
+    return _FINAL_ANSWER + code if _calls_undefined(tree, "final_answer") else code
+
+
 def build_program(answer: str, task: Task) -> tuple[str, str]:
     """(program, how): the candidate code, with `metadata["prefix"]` before it when the task has one."""
     entry_point = task.metadata.get("entry_point")
     code, how = extract_code(answer, entry_point)
+    code = with_final_answer(code)  # a smolagents step's block ends `final_answer(f(...))`: not a NameError here
     prefix = task.metadata.get("prefix")
     if not prefix:
         return code, how

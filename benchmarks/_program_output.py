@@ -17,7 +17,7 @@ import ast
 import threading
 from typing import Any, Callable
 
-from ._code import code_blocks
+from ._code import code_blocks, with_final_answer
 
 RunProgram = Callable[[str], "str | None"]
 """`code -> what it printed` (None: it failed or could not run)."""
@@ -34,33 +34,10 @@ def python_program(text: str) -> str | None:
         return None
     code = "\n\n".join(block.rstrip() for block in blocks) + "\n"
     try:
-        tree = ast.parse(code)
+        ast.parse(code)
     except (SyntaxError, ValueError):
         return None
-    if _calls_undefined(tree, "final_answer"):
-        code = _FINAL_ANSWER + code
-    return code
-
-
-_FINAL_ANSWER = "def final_answer(answer):\n    print(answer)\n\n\n"
-"""smolagents' `final_answer` tool, as a program run outside the agent states it: a CodeAgent's step ends with
-`final_answer(result)`, which gives `result` as the agent's answer; run bare, the call is a NameError and the
-step would state nothing."""
-
-
-def _calls_undefined(tree: ast.Module, name: str) -> bool:
-    """Whether `tree` calls `name` and neither defines nor imports it."""
-    called = defined = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
-            called = True
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            defined = True
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
-            defined = True
-        elif isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
-            defined = True
-    return called and not defined
+    return with_final_answer(code)
 
 
 def program_output(text: str, run_program: RunProgram | None) -> str | None:

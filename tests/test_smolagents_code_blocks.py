@@ -19,7 +19,8 @@ import pytest
 from rootstep.annotation import Budget, Meter, TaskContext
 from rootstep.annotation._perturbations import _code_spans, change_constant, flip_operator
 from rootstep.annotation._propose import FixProposer, code_form_asked
-from rootstep.benchmarks import answer_leak, code_blocks, extract_code, load_tasks, program_output, python_program
+from rootstep.benchmarks import answer_leak, build_program, code_blocks, extract_code, load_tasks, program_output
+from rootstep.benchmarks import python_program
 from rootstep.benchmarks import sandbox_runner, verify
 from rootstep.model import Recording, Step, Trajectory
 from rootstep.sandboxes import get_sandbox
@@ -86,6 +87,16 @@ def test_the_verifier_reads_the_function_from_the_code_block():
     code, how = extract_code(MBPP_282, "sub_list")
     assert how == "last fenced block defining the entry point"
     assert code.startswith("def sub_list(") and "Thought" not in code
+
+
+def test_the_verifiers_program_has_the_final_answer_tool_the_block_calls():
+    """The block ends `final_answer(sub_list([1, 2, 3],[4,5,6]))`: run by the task's tests without smolagents' tool it
+    was a NameError at import, and the right `sub_list` failed every test (score 0)."""
+    program, _how = build_program(MBPP_282, task("mbppplus", "Mbpp/282"))
+    assert program.startswith("def final_answer(answer):\n    print(answer)\n")
+    assert program.rstrip().endswith("final_answer(sub_list([1, 2, 3],[4,5,6]))")
+    plain, _how = build_program("```python\ndef sub_list(a, b):\n    return a\n```", task("mbppplus", "Mbpp/282"))
+    assert "final_answer" not in plain
 
 
 def test_written_keeps_the_blocks_form():
