@@ -34,6 +34,7 @@ from rootstep.benchmarks import (
     build_program,
     code_blocks,
     extract_code,
+    false_assertion,
     is_suspect,
     matching,
     parse_call,
@@ -1030,6 +1031,11 @@ class FixProposer:
             require_fix = True
             self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests ({failing}): "
                               "asked for its correction, not whether it is correct")
+        asserted = None if require_fix else false_assertion(step.content)
+        if asserted is not None:
+            require_fix = True  # a test that asserts a false identity is wrong whatever the code under it
+            self.notes.append(f"step {step.index} ({step.agent}) asserts `{asserted}`, which is false: asked for its "
+                              "correction, not whether it is correct")
         approved = None if require_fix else self.approves_failure(step)
         if approved is not None:
             require_fix = True  # accepting a run that failed is not a correct review, whatever the code
@@ -1397,6 +1403,8 @@ class FixProposer:
              "{}: a corrected step does not keep the wrong answer"),
             ("wrong_code", lambda: self.failing_code(fix),
              "the fix's code fails the task's tests ({}): a corrected step's code passes them"),
+            ("false_assertion", lambda: false_assertion(fix),
+             "the fix's `{}` is false (the two sides differ): a corrected step asserts nothing false"),
         ]
         for kind, check, message in checks:
             found = check()

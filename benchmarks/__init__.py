@@ -41,6 +41,7 @@ from ._errors import BenchmarkError, ValidationError
 from ._gaia import gaia_match
 from ._math import extract_math_answer, last_boxed, math_equal, normalize_latex
 from ._numeric import extract_number, parse_number
+from ._assertions import false_assertion
 from ._program_output import RunProgram, program_output, python_program, sandbox_runner
 from ._qa import exact_match, f1_score, normalize_answer
 from ._registry import (
@@ -111,6 +112,7 @@ __all__ = [
     "extract_number",
     "f1_score",
     "function_summaries",
+    "false_assertion",
     "final_answer_span",
     "gaia_match",
     "get_benchmark",
