@@ -13,7 +13,8 @@ for is a format the verifiers read.
    the one written LAST wins (a model that boxes its work and then states `Answer: 2` means 2);
 3. `answer_phrase`: the text after the last `the final answer is` / `the answer is` / `final answer:`
    outside code blocks (a phrase needs `is` or `:` after it: `the final answer from your managed agent` is
-   not one; `print("Answer: ", x)` in a program is not one);
+   not one; `print("Answer: ", x)` in a program is not one); also a text that ends `... is \\( x = 3 \\).`, its value
+   in inline math and bare (`_CONCLUSION`);
 4. `whole`: the whole text, when it is one short line; `last_line`: the last line of a longer text when it
    is a bare value (no word of three letters or more outside LaTeX commands: `\\frac{1}{2}`, not `Thus 5`).
 
@@ -40,6 +41,9 @@ _ANSWER_LINE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _PHRASE = re.compile(r"(?:the\s+)?(?:final\s+answer|answer)\s*(?:is\s*:?|:)\s*", re.IGNORECASE)
+_CONCLUSION = re.compile(r"\bis[ \t]+(?P<value>\\\(.+?\\\)|\$[^$\n]+\$)[ \t]*\.?[ \t]*\Z")
+"""A text that ends by stating its value in inline math: `The smallest real number \\( x \\) in the domain of the
+function ... is \\( x = 3 \\).` (the 0.5B as AgentPrune's programmer, MATH-500 algebra/1031, seed-43 slice)."""
 _WRAPPERS = (("**", "**"), ("__", "__"), ("`", "`"), ("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _QUOTES = ('"', "“", "”", "'", "‘", "’")
 """Quotes that may stand unbalanced at an edge of a span: the other one is outside it."""
@@ -139,6 +143,9 @@ def answer_spans(text: str) -> list[tuple[str, SpanMethod]]:
         span = clean_span(tail[0]) if tail else ""
         if span and span[0] not in ",;)]}":  # `"The answer is", x)`: the rest of a call, not an answer
             out.append((span, "answer_phrase"))
+    concluded = _CONCLUSION.search(prose.rstrip())
+    if concluded is not None and _bare_answer_line(concluded.group("value")):
+        out.append((clean_span(concluded.group("value")), "answer_phrase"))
     stripped = text.strip()
     if stripped and "\n" not in stripped and len(stripped) <= 100:
         out.append((clean_span(stripped), "whole"))
