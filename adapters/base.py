@@ -344,7 +344,7 @@ class Adapter(ABC):
         cut = len(trajectory.steps) if intervention is None else intervention.step
         prefix_ok = (
             len(result.steps) >= cut
-            and all(a.content_key() == b.content_key() for a, b in zip(trajectory.steps[:cut], result.steps[:cut]))
+            and all(a.replay_key() == b.replay_key() for a, b in zip(trajectory.steps[:cut], result.steps[:cut]))
         )
         result.replay = ReplayProvenance(
             of_gateway_run_id=recorded_run, intervention=intervention, live_calls=stats.get("live", 0),

@@ -108,6 +108,21 @@ class Step(_Model):
     def content_key(self) -> list[Any]:
         return [self.index, self.agent, self.kind, self.role, self.content, self.tool_calls, self.observation]
 
+    def replay_key(self) -> list[Any]:
+        """`content_key` with what differs between two runs of the same program masked: the memory address of an
+        object's repr (`<function create_function.<locals>.new_func at 0x7f5c86d7c4a0>`, smolagents' observation of a
+        step that defines a function). A replay whose steps before the intervention match the recording's by this
+        key reproduced them; on the seed-43 slice (2026-12-03) every smolagents replay past such a step was reported
+        as a divergence."""
+        return [_masked(value) if isinstance(value, str) else value for value in self.content_key()]
+
+
+_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{4,16}\b")
+
+
+def _masked(text: str) -> str:
+    return _ADDRESS.sub("at 0x?", text)
+
 
 class SystemRef(_Model):
     """The system file a run was collected from (`--system FILE`): enough for another process to register

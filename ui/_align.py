@@ -58,7 +58,7 @@ def align(original: Trajectory, replayed: Trajectory, intervention_step: int | N
     for i in range(n):
         left = original.steps[i] if i < len(original.steps) else None
         right = replayed.steps[i] if i < len(replayed.steps) else None
-        same = left is not None and right is not None and left.content_key() == right.content_key()
+        same = left is not None and right is not None and left.replay_key() == right.replay_key()
         forced = intervention_step == i
         divergence = not same and not diverged
         diverged = diverged or not same
