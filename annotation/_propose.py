@@ -994,6 +994,10 @@ class FixProposer:
         if retaken is not None:  # nothing to correct: the agent's next step does the work it left undone
             self.notes.append(f"step {step.index} ({step.agent}) {retaken}: judged no error, the analyzer not asked")
             return Diagnosis(step=step.index, agent=step.agent, declined=True, source=source, reason=retaken), None
+        sent_back = self.sends_back_failing(step)
+        if sent_back is not None:  # the tests already judged the code it sent back
+            self.notes.append(f"step {step.index} ({step.agent}) {sent_back}: judged correct, the analyzer not asked")
+            return Diagnosis(step=step.index, agent=step.agent, declined=True, source=source, reason=sent_back), None
         referenced = self.referenced(step, tested, source)
         if referenced is not None:  # the tests already judged the step; its correction is the task's own code
             self.notes.append(f"step {step.index} ({step.agent}) has code that fails the task's tests: corrected with "
@@ -1521,13 +1525,34 @@ class FixProposer:
         return (f"has assertions of the task's function that hold on the task's reference solution and fail on step "
                 f"{failing.index}'s failing code (they caught its error)")
 
-    def approves_failure(self, step: Step) -> str | None:
-        """What failed when `step` approves (MetaGPT's reviewer ends the project with `APPROVED`) right after a run of
-        the team's checks that failed (the last tool step since the previous agent step: a non-zero exit code, a
-        timeout, a traceback); else None. Such an approval ends the project on code its own checks reject: it is not
-        a correct review, and the analyzer is asked for its correction, not whether it is correct."""
-        if not _APPROVED.search(step.content):
+    def sends_back_failing(self, step: Step) -> str | None:
+        """Why `step` is a correct review when it asks for a change (no `APPROVED`, no code of the task's function of its
+        own) right after a run of the team's checks that failed (`failed_run_before`) on code that fails the task's
+        tests (the last earlier step that wrote the function, `failing_code`); else None. Sending failing code back is
+        what a review is for: on the seed-43 slice (2026-12-03) the 1.5B said MetaGPT HumanEval/144's reviewer step 4
+        (after the runner's AssertionError on the coder's `product % 1 == 0`) needed a fix, its retakes ran to their
+        token limit, the step was left open and the scan stopped."""
+        entry = None if self.task is None or self.task.kind != "coding" else self.task.metadata.get("entry_point")
+        if not entry or step.kind != "agent" or _APPROVED.search(step.content):
             return None
+        if any(writes(b.code, str(entry)) for b in code_blocks(step.content)):
+            return None  # a review that writes the function is judged as code, not as a review
+        failed = self.failed_run_before(step)
+        if failed is None:
+            return None
+        position = next((i for i, s in enumerate(self.trajectory.steps) if s.index == step.index), 0)
+        for earlier in reversed(self.trajectory.steps[:position]):
+            if earlier.kind == "agent" and any(writes(b.code, str(entry)) for b in code_blocks(earlier.content)):
+                failing = self.failing_code(earlier.content)
+                if failing is None:
+                    return None
+                return (f"asks for a change after {failed}, on step {earlier.index}'s code, which fails the task's tests "
+                        f"({failing}): sending it back is right")
+        return None
+
+    def failed_run_before(self, step: Step) -> str | None:
+        """The failed run of the team's checks right before `step` (the last tool step since the previous agent step: a
+        non-zero exit code, a timeout, a traceback), described; else None."""
         position = next((i for i, s in enumerate(self.trajectory.steps) if s.index == step.index), 0)
         for earlier in reversed(self.trajectory.steps[:position]):
             if earlier.kind == "agent":
@@ -1537,6 +1562,13 @@ class FixProposer:
                 failed = None if output.startswith("exit code 0") else _FAILED_RUN.search(output)
                 return f"step {earlier.index}'s failed run ({failed.group(0).strip()})" if failed else None
         return None
+
+    def approves_failure(self, step: Step) -> str | None:
+        """What failed when `step` approves (MetaGPT's reviewer ends the project with `APPROVED`) right after a run of
+        the team's checks that failed (the last tool step since the previous agent step: a non-zero exit code, a
+        timeout, a traceback); else None. Such an approval ends the project on code its own checks reject: it is not
+        a correct review, and the analyzer is asked for its correction, not whether it is correct."""
+        return self.failed_run_before(step) if _APPROVED.search(step.content) else None
 
     def retaken_empty(self, step: Step) -> str | None:
         """Why `step` is no error when it is empty (no text, no calls) and its agent takes the next agent step, with

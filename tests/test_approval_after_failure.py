@@ -70,3 +70,45 @@ def test_an_approval_after_a_passing_run_or_a_request_for_changes_may_be_judged_
 def test_a_timeout_is_a_failed_run():
     run = run_with("APPROVED", runner="timed out")
     assert proposer(run).approves_failure(run.steps[4]) == "step 3's failed run (timed out)"
+
+
+SENT_BACK = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "metagpt_humanevalplus_144.json").read_text())
+"""MetaGPT on HumanEval/144 (seed-43 slice, 2026-12-03): the coder's step 1 returns `product % 1 == 0`, the runner's
+step 3 reports the AssertionError, the reviewer's step 4 asks for a change. The 1.5B said step 4 needed a fix, its
+retakes ran to their token limit, and the step was left open: the scan stopped there."""
+
+
+def sent_back_run(coder: str | None = None) -> tuple[Trajectory, FixProposer]:
+    from rootstep.sandboxes import get_sandbox
+    from rootstep.benchmarks import verify
+
+    task = next(t for t in load_tasks("humanevalplus") if t.task_id == SENT_BACK["task_id"])
+    steps = [Step.model_validate(s) for s in SENT_BACK["steps"]]
+    if coder is not None:
+        steps[1] = steps[1].model_copy(update={"content": coder})
+    run = Trajectory(framework="metagpt", benchmark="humanevalplus", task_id=task.task_id, question=task.prompt,
+                     steps=steps, final_answer=SENT_BACK["final_answer"], recording=Recording(gateway_run_id="real", task=task))
+    local = get_sandbox("local", allow_local=True)
+
+    def no_analyzer(*args: Any, **kwargs: Any) -> str:
+        raise AssertionError("the analyzer is not asked about a review that sent failing code back")
+
+    return run, FixProposer(run, None, TaskContext(question=task.prompt, task=task), no_analyzer, Meter(Budget()), [], [],
+                            24_000, lambda t, a: verify(t, a, sandbox=local), None, None)
+
+
+def test_a_review_that_sends_failing_code_back_is_cleared_with_no_call():
+    run, propose = sent_back_run()
+    assert run.steps[3].content.startswith("exit code 1") and "APPROVED" not in run.steps[4].content
+    diagnosis, why = propose.ask_at(run.steps[4], [], set(), require_fix=False, source="earlier")
+    assert why is None and diagnosis is not None and diagnosis.declined
+    assert "asks for a change after step 3's failed run (exit code 1), on step 1's code" in diagnosis.reason
+
+
+def test_a_review_after_a_passing_run_or_of_passing_code_is_the_analyzers():
+    run, propose = sent_back_run()
+    assert run.steps[7].content.startswith("exit code 0")
+    assert propose.sends_back_failing(run.steps[8]) is None  # after the passing run of step 7: not cleared here
+    reference = next(t for t in load_tasks("humanevalplus") if t.task_id == SENT_BACK["task_id"]).metadata["reference_solution"]
+    right, on_right = sent_back_run(coder=f"```python\n{reference}\n```")
+    assert on_right.sends_back_failing(right.steps[4]) is None  # the code it sent back passes the task's tests
