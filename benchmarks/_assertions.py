@@ -37,10 +37,10 @@ class _NotJudged(Exception):
 
 
 def _value(node: ast.expr, decimals: list[bool]) -> Fraction:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        if isinstance(node.value, float):
-            decimals.append(True)
-            return Fraction(repr(node.value))
+    if isinstance(node, ast.Constant) and isinstance(node.value, float):
+        decimals.append(True)
+        return Fraction(repr(node.value))
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
         return Fraction(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         inner = _value(node.operand, decimals)
