@@ -1544,8 +1544,8 @@ class FixProposer:
         for earlier in reversed(self.trajectory.steps[:position]):
             if earlier.kind == "agent" and any(writes(b.code, str(entry)) for b in code_blocks(earlier.content)):
                 failing = self.failing_code(earlier.content)
-                if failing is None:
-                    return None
+                if failing is None or earlier.agent == step.agent:
+                    return None  # passing code, or the coder's own word on its code: not a review of it
                 return (f"asks for a change after {failed}, on step {earlier.index}'s code, which fails the task's tests "
                         f"({failing}): sending it back is right")
         return None
