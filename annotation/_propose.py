@@ -1086,9 +1086,10 @@ class FixProposer:
         reference, entry = self.task.metadata.get("reference_solution"), self.task.metadata.get("entry_point")
         if not isinstance(reference, str) or not reference.strip() or not entry or self.failing_code(step.content) is None:
             return None
-        blocks = [b for b in code_blocks(step.content) if writes(b.code, str(entry))]
+        every = code_blocks(step.content)
+        blocks = [b for b in every if writes(b.code, str(entry))]
         if not blocks:
-            tagged = any(b.tagged for b in code_blocks(step.content))
+            tagged = any(b.tagged for b in every)
             return f"<code>\n{reference.strip()}\n</code>" if tagged else f"```python\n{reference.strip()}\n```"
         return step.content[:blocks[-1].start] + blocks[-1].written(reference) + step.content[blocks[-1].end:]
 
@@ -1540,8 +1541,7 @@ class FixProposer:
         failed = self.failed_run_before(step)
         if failed is None:
             return None
-        position = next((i for i, s in enumerate(self.trajectory.steps) if s.index == step.index), 0)
-        for earlier in reversed(self.trajectory.steps[:position]):
+        for earlier in reversed(self.trajectory.steps[:step.index]):
             if earlier.kind == "agent" and any(writes(b.code, str(entry)) for b in code_blocks(earlier.content)):
                 failing = self.failing_code(earlier.content)
                 if failing is None or earlier.agent == step.agent:
@@ -1553,8 +1553,7 @@ class FixProposer:
     def failed_run_before(self, step: Step) -> str | None:
         """The failed run of the team's checks right before `step` (the last tool step since the previous agent step: a
         non-zero exit code, a timeout, a traceback), described; else None."""
-        position = next((i for i, s in enumerate(self.trajectory.steps) if s.index == step.index), 0)
-        for earlier in reversed(self.trajectory.steps[:position]):
+        for earlier in reversed(self.trajectory.steps[:step.index]):
             if earlier.kind == "agent":
                 return None
             if earlier.kind == "tool":
@@ -1579,10 +1578,7 @@ class FixProposer:
         seed-31 slice (2026-12-02) the smolagents manager's empty steps were left open and stopped the scan."""
         if step.content.strip() or step.tool_calls:
             return None
-        position = next((i for i, s in enumerate(self.trajectory.steps) if s.index == step.index), None)
-        if position is None:
-            return None
-        for later in self.trajectory.steps[position + 1:self.horizon]:
+        for later in self.trajectory.steps[step.index + 1:self.horizon]:
             if later.kind in ("tool", "environment"):
                 continue
             if later.kind == "agent" and later.agent == step.agent:
