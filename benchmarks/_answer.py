@@ -14,7 +14,8 @@ for is a format the verifiers read.
 3. `answer_phrase`: the text after the last `the final answer is` / `the answer is` / `final answer:`
    outside code blocks (a phrase needs `is` or `:` after it: `the final answer from your managed agent` is
    not one; `print("Answer: ", x)` in a program is not one); also a text that ends `... is \\( x = 3 \\).`, its value
-   in inline math and bare (`_CONCLUSION`);
+   in inline math and bare (`_CONCLUSION`), or whose last line ends `... is 3.` with a bare value holding a digit or
+   a LaTeX command (`_STATED`: `The number is 3.`);
 4. `whole`: the whole text, when it is one short line; `last_line`: the last line of a longer text when it
    is a bare value (no word of three letters or more outside LaTeX commands: `\\frac{1}{2}`, not `Thus 5`).
 
@@ -44,6 +45,10 @@ _PHRASE = re.compile(r"(?:the\s+)?(?:final\s+answer|answer)\s*(?:is\s*:?|:)\s*",
 _CONCLUSION = re.compile(r"\bis[ \t]+(?P<value>\\\(.+?\\\)|\$[^$\n]+\$)[ \t]*\.?[ \t]*\Z")
 """A text that ends by stating its value in inline math: `The smallest real number \\( x \\) in the domain of the
 function ... is \\( x = 3 \\).` (the 0.5B as AgentPrune's programmer, MATH-500 algebra/1031, seed-43 slice)."""
+_STATED = re.compile(r"^.*\bis[ \t]+(?P<value>[^\n]{1,40}?)[ \t]*\.?[ \t]*$")
+"""A last line that states a bare value after its last `is`: `The number is 3.` (the 0.5B as the smolagents manager,
+MATH-500 algebra/251, seed-43 slice: its final answer, read as prose, was not a statement of the run's wrong 3 and the
+analyzer judged the step correct)."""
 _WRAPPERS = (("**", "**"), ("__", "__"), ("`", "`"), ("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _QUOTES = ('"', "“", "”", "'", "‘", "’")
 """Quotes that may stand unbalanced at an edge of a span: the other one is outside it."""
@@ -146,6 +151,11 @@ def answer_spans(text: str) -> list[tuple[str, SpanMethod]]:
     concluded = _CONCLUSION.search(prose.rstrip())
     if concluded is not None and _bare_answer_line(concluded.group("value")):
         out.append((clean_span(concluded.group("value")), "answer_phrase"))
+    elif prose.strip():
+        stated = _STATED.match(prose.strip().splitlines()[-1])
+        value = clean_span(stated.group("value")) if stated is not None else ""
+        if value and _bare_answer_line(value) and re.search(r"[0-9\\]", value):
+            out.append((value, "answer_phrase"))
     stripped = text.strip()
     if stripped and "\n" not in stripped and len(stripped) <= 100:
         out.append((clean_span(stripped), "whole"))

@@ -77,6 +77,11 @@ def verify_quietly(verify: Verify, task: Task, text: str) -> Verdict | None:
         return None
 
 
+_FUNCTION_OBJECT = re.compile(r"<function [\w.<>]+ at 0x[0-9a-f]+>")
+"""The repr of a function a team handed back as its answer (smolagents' `final_answer(f)` on a coding task):
+the program was right there, only not as text."""
+
+
 def plain_failure(task: Task, final_answer: str | None, verdict: Verdict) -> str | None:
     """Why a failed verdict is a plain failure of the team's output, or None: no answer at all, no code, or
     code that does not compile. Such a failure is searched like any other (it is not the verifier's
@@ -104,7 +109,9 @@ def suspect_reason(task: Task, final_answer: str | None, steps: Sequence[Step], 
     """Why the failed `verdict` may be the verifier's misreading of a right answer, or None.
 
     Suspect only with evidence: the run holds an answer the verifier accepts in another place or form.
-    Code tasks: the last agent step holds a different program that passes. Other tasks: a candidate final
+    Code tasks: the last agent step holds a program that passes and the final answer another program or the
+    function object itself (a computed value instead of the program, as smolagents' `final_answer(f(1, 2))`,
+    is the team's failure: plain, searched). Other tasks: a candidate final
     answer of the final answer or of the last agent step (with no answer found: their last number too) is
     judged right by the verifier itself, so a right answer was there and another span, or none, was taken.
     No answer, no code, or code that does not compile is a plain failure (`plain_failure`), not suspect.
@@ -116,13 +123,13 @@ def suspect_reason(task: Task, final_answer: str | None, steps: Sequence[Step], 
     if _is_code(task):
         entry_point = task.metadata.get("entry_point")
         if last_agent is not None:
-            mine = code_key(last_agent.content, entry_point)
-            if mine is not None and mine != code_key(final_answer or "", entry_point):
+            mine, theirs = code_key(last_agent.content, entry_point), code_key(final_answer or "", entry_point)
+            handed = _FUNCTION_OBJECT.fullmatch((final_answer or "").strip())
+            if mine is not None and mine != theirs and (theirs is not None or handed):
                 passed = verify_quietly(verify, task, last_agent.content)
                 if passed is not None and passed.success:
-                    final_has = code_key(final_answer or "", entry_point) is not None
                     return (f"step {last_agent.index} ({last_agent.agent}) holds a program that passes the tests, "
-                            f"but the final answer holds {'another one' if final_has else 'no program'}")
+                            f"but the final answer holds {'another one' if theirs is not None else 'the function object'}")
         return None
     unread = str(details.get("reason") or "") in _NO_ANSWER_REASONS or details.get("method") == "none"
     places = [("the final answer", final_answer or "")]

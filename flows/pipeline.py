@@ -27,7 +27,7 @@ from rootstep.annotation import Budget, InjectionMode
 from ._runner import Runner, start_cluster
 from ._defaults import DEFAULTS
 from ._searches import AnnotatedRun, Causality
-from ._session import Limits, open_session
+from ._session import Limits, Session, open_session
 from .annotate import Stage
 from .annotate import annotate as annotate_flow
 from .collect import CollectedRun, CollectReport
@@ -57,12 +57,24 @@ EXPLORE_SQL = {
 }
 
 
+class LeftOut(BaseModel):
+    """A failure left out of the counterfactual search as a suspect verdict (the `verdict_suspect` view)."""
+
+    run_id: str
+    framework: str
+    task_id: str
+    reason: str
+
+
 class PipelineReport(BaseModel):
     collected: list[CollectedRun] = Field(default_factory=list)
     annotated: list[AnnotatedRun] = Field(default_factory=list)
     warehouse: str = ""
     seconds: float = 0.0
     stage_seconds: dict[str, float] = Field(default_factory=dict)
+    left_out: list[LeftOut] = Field(default_factory=list)
+    """Failures of this collection the counterfactual stage did not search: their verdict is suspect (the
+    verifier may have misread a right answer), so the queue leaves them out and no annotation records them."""
 
     def counts(self) -> dict[str, Any]:
         """Collection counts, annotation outcomes by status (re-checks apart: they re-do a label) and re-checks."""
@@ -74,6 +86,7 @@ class PipelineReport(BaseModel):
                             ("not_flipped", "not_flipped"), ("not_causal", "not_causal"),
                             ("unproven_earliest", "unproven_earliest"), ("annotation_errors", "error")):
             c[key] = first[status]
+        c["verdict_suspect"] += len(self.left_out)
         for limit in CUT_LIMIT_NAMES:
             c[f"cut_by_{limit}"] = sum(1 for a in self.annotated if a.recheck_of is None and a.stats.cut_by == limit)
         rechecks = [a for a in self.annotated if a.recheck_of is not None]
@@ -125,6 +138,8 @@ class PipelineReport(BaseModel):
             *([f"re-checked {c['rechecks']} labels from scratch: {c['rechecks_agreeing']} found again at the same "
                "agent and step"] if c["rechecks"] else []),
             *self.cut_lines(),
+            *(f"left out as a suspect verdict {o.framework}/{o.task_id} ({o.run_id}): {o.reason}; search it anyway: "
+              f"rootstep annotate --run-id {o.run_id} --include-suspect" for o in self.left_out),
             *self.error_lines(),
             f"in {self.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_seconds.items()) + ")",
             "",
@@ -140,6 +155,19 @@ class PipelineReport(BaseModel):
 
 
 @flow(name="rootstep-pipeline", persist_result=False)
+def left_out(session: Session, run_ids: list[str]) -> list[LeftOut]:
+    """The failures among `run_ids` whose verdict is suspect and that have no counterfactual annotation."""
+    if not run_ids:
+        return []
+    marks = ", ".join("?" for _ in run_ids)
+    with session.lock:
+        rows = session.warehouse.rows(
+            f"SELECT v.run_id, v.framework, v.task_id, v.reason FROM verdict_suspect v WHERE v.run_id IN ({marks}) "
+            "AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.run_id = v.run_id AND a.method = 'counterfactual') "
+            "ORDER BY v.framework, v.task_id", run_ids)
+    return [LeftOut.model_validate(r) for r in rows]
+
+
 def pipeline(
     frameworks: list[str] | None = None,
     benchmarks: dict[str, int | None] | None = None,
@@ -218,6 +246,8 @@ def pipeline(
                 include_suspect=include_suspect, inject_mode=inject_mode, causality=causality, recheck=recheck)
             report.annotated += annotated.runs
             report.stage_seconds.update(annotated.stage_seconds)
+            if counterfactual and not include_suspect:
+                report.left_out = left_out(session, [r.run_id for r in report.collected if r.run_id])
     report.seconds = round(time.perf_counter() - started, 3)
     print(report.render())
     return report

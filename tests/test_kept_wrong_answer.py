@@ -68,7 +68,9 @@ def test_a_prose_fix_that_restates_the_rejected_answer_is_refused_and_the_step_g
     # (all wrong, the replays fail); the critic's step 6 and the coder's step 7 box the 28 again after steps that
     # stated it were tried, so each gets the task's 16 in its place, no fix of the analyzer's asked for
     assert sorted(fixes[:2]) == [(1, "control"), (1, "fix")] and "\\boxed{16}" in replayed[fixes.index((1, "fix"))].new_content
-    refusals = [n for n in result.notes if "keeps the answer '28' of step 6" in n]
+    # (its last line, `... Ahito ran is 28.`, states 28: refused as a wrong answer; before `The number is 3.` was read as a
+    # statement, as keeping step 6's answer)
+    refusals = [n for n in result.notes if "the fix states the answer '28', which the task's verifier rejects" in n]
     assert refusals, result.notes
     assert fixes[2:6] == [(3, "fix"), (4, "fix"), (6, "fix"), (7, "fix")], fixes
     for i, step in ((4, 6), (5, 7)):
@@ -78,3 +80,19 @@ def test_a_prose_fix_that_restates_the_rejected_answer_is_refused_and_the_step_g
     joint = replayed[-1]
     assert joint.step == 1 and {6, 7} <= {x.step for x in joint.also}
     assert result.annotation.status == "unresolved"
+
+
+def test_a_prose_fix_that_restates_the_answer_unmarked_keeps_it(run: Trajectory):
+    """`keeps_wrong_answer` for a fix whose prose holds the step's rejected 28 in no answer position (only its last
+    number): `wrong_answer` reads no answer in it, the comparison with the step's answer catches it."""
+    from rootstep.annotation import Meter, TaskContext
+    from rootstep.annotation._propose import FixProposer
+
+    task = run.recording.task
+    propose = FixProposer(run, run.verdict, TaskContext(question=task.prompt, ground_truth=task.ground_truth, task=task),
+                          lambda *a, **k: "", Meter(Budget()), [], [], 24_000, lambda t, a: verify(t, a), None, None)
+    fix = "The code output is correct. Ahito ran 28 miles in total."
+    assert propose.wrong_answer(fix) is None
+    kept = propose.keeps_wrong_answer(run.steps[6], fix)
+    assert kept is not None and kept.startswith("the fix keeps the answer '28' of step 6")
+    assert propose.keeps_wrong_answer(run.steps[6], "The code output is wrong. Ahito ran 16 miles in total.") is None

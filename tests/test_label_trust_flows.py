@@ -69,6 +69,18 @@ def test_format_only_failure_gives_no_label(prefect_harness, tmp_path, docker_sa
     skipped = counterfactual("scripted/trust-analyzer", warehouse=wh_dir, budget=Budget(max_replays=2))
     assert skipped.runs == []  # not queued: the verdict may be the verifier's misreading
     assert wh.count("annotations") == 0
+    from rootstep.flows.pipeline import pipeline
+
+    # the pipeline's summary names it (it has no annotation to count: the queue left it out)
+    piped = pipeline(["ag2"], tasks=[task], model="scripted/trust-ag2-coder",
+                     agent_models={"critic": "scripted/trust-ag2-critic"}, analyzer_model="scripted/trust-analyzer",
+                     warehouse=wh_dir, inject=False, budget=Budget(max_replays=2))
+    assert [r.cached for r in piped.collected] == [True] and piped.annotated == []
+    assert [(o.run_id, o.framework) for o in piped.left_out] == [(collected.run_id, "ag2")]
+    assert piped.counts()["verdict_suspect"] == 1
+    assert (f"left out as a suspect verdict ag2/{task.task_id} ({collected.run_id}): {suspect['reason']}; "
+            f"search it anyway: rootstep annotate --run-id {collected.run_id} --include-suspect") in piped.render()
+    assert wh.count("annotations") == 0
 
     searched = counterfactual("scripted/trust-analyzer", warehouse=wh_dir, include_suspect=True,
                               budget=Budget(max_replays=2, max_llm_calls=4, max_candidates=1))

@@ -173,3 +173,26 @@ def test_the_reference_replaces_the_code_block_and_keeps_the_thought():
     [block] = code_blocks(fix)
     assert fix.startswith("Thought: I will write a function") and block.tagged and fix.endswith("</code>")
     assert block.code.strip() == mbpp.metadata["reference_solution"].strip()
+
+
+def test_a_computed_value_handed_back_instead_of_the_program_is_the_teams_failure_not_a_misread():
+    """The recorded MBPP+ 282 run: the manager's `<code>` defines a right `sub_list` and ends with
+    `final_answer(sub_list([1, 2, 3],[4,5,6]))`, so the team's answer is `[-3, -3, -3]`. No program in the final
+    answer is a plain failure, searched (the manager's step is where it went wrong); the function object itself
+    handed back (`<function sub_list at 0x...>`) is the program, only not as text: suspect, not searched."""
+    from rootstep.benchmarks import plain_failure, suspect_reason
+
+    local = get_sandbox("local", allow_local=True)
+    check = lambda t, a: verify(t, a, sandbox=local)  # noqa: E731
+    mbpp = task("mbppplus", "Mbpp/282")
+    steps = [Step(index=0, agent="user", kind="human", content=mbpp.prompt),
+             Step(index=1, agent="manager", content=MBPP_282)]
+    assert check(mbpp, MBPP_282).success  # the step's program passes
+    for answer in ("[-3, -3, -3]", "<function sub_list at 0x7f3a2c1e5d30>"):
+        failed = check(mbpp, answer)
+        assert not failed.success
+        reason = suspect_reason(mbpp, answer, steps, failed, check)
+        if answer.startswith("["):
+            assert reason is None and plain_failure(mbpp, answer, failed) == "no code in the final answer"
+        else:
+            assert reason == "step 1 (manager) holds a program that passes the tests, but the final answer holds the function object"
