@@ -27,10 +27,9 @@ import re
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
+from rootstep.benchmarks import code_blocks
 from rootstep.model import Registry, Step, Trajectory
 
-_FENCE = re.compile(r"```[^\n]*\n(?P<fenced>.*?)```|<code>(?P<tagged>.*?)</code>", re.S)
-"""A closed markdown fence or `<code>` block (smolagents' code block tags), its code in the group that matched."""
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w.])")
 # comparison first (two-character operators before their one-character prefixes)
 _COMPARISON = re.compile(r"(?<![<>=!])(<=|>=|==|!=|<|>)(?![<>=])")
@@ -55,8 +54,8 @@ class Perturbation(BaseModel):
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
-    """Where the code of each closed code block of `text` sits."""
-    return [m.span(m.lastgroup or 0) for m in _FENCE.finditer(text)]
+    """Where the code of each code block of `text` sits (markdown fences and smolagents' `<code>` blocks)."""
+    return [block.code_at for block in code_blocks(text)]
 
 
 def _codes(text: str) -> list[str]:

@@ -43,13 +43,15 @@ _PY_LANGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
 
 class CodeBlock(NamedTuple):
-    """A code block of a text: where it sits (`start`, `end`), its language tag (lower case), its code, and whether
-    it is a `<code>` block (`tagged`) rather than a markdown fence."""
+    """A code block of a text: where it sits (`start`, `end`), its language tag (lower case), its code, whether it is
+    a `<code>` block (`tagged`) rather than a markdown fence, and where its code sits in the text (`code_at`, the
+    code as written: `code` of a `<code>` block is normalised to one trailing newline)."""
     start: int
     end: int
     language: str
     code: str
     tagged: bool = False
+    code_at: tuple[int, int] = (0, 0)
 
     @property
     def python(self) -> bool:
@@ -68,14 +70,18 @@ def code_blocks(text: str) -> list[CodeBlock]:
     blocks = []
     for m in _FENCE.finditer(text):
         if m.group("tagged") is None:
-            blocks.append(CodeBlock(m.start(), m.end(), m.group("language").lower(), m.group("fenced")))
+            blocks.append(CodeBlock(m.start(), m.end(), m.group("language").lower(), m.group("fenced"),
+                                    code_at=m.span("fenced")))
             continue
         code = m.group("tagged")
         inner = _INNER_FENCE.match(code)
         if inner is not None and not code[inner.end():].strip():
-            blocks.append(CodeBlock(m.start(), m.end(), inner.group("language").lower(), inner.group("fenced"), True))
+            at = m.start("tagged")
+            blocks.append(CodeBlock(m.start(), m.end(), inner.group("language").lower(), inner.group("fenced"), True,
+                                    (at + inner.start("fenced"), at + inner.end("fenced"))))
         else:
-            blocks.append(CodeBlock(m.start(), m.end(), "", code.strip("\n") + "\n" if code.strip() else code, True))
+            blocks.append(CodeBlock(m.start(), m.end(), "", code.strip("\n") + "\n" if code.strip() else code, True,
+                                    m.span("tagged")))
     return blocks
 
 

@@ -154,7 +154,6 @@ class PipelineReport(BaseModel):
         return "\n".join(lines)
 
 
-@flow(name="rootstep-pipeline", persist_result=False)
 def left_out(session: Session, run_ids: list[str]) -> list[LeftOut]:
     """The failures among `run_ids` whose verdict is suspect and that have no counterfactual annotation."""
     if not run_ids:
@@ -168,6 +167,7 @@ def left_out(session: Session, run_ids: list[str]) -> list[LeftOut]:
     return [LeftOut.model_validate(r) for r in rows]
 
 
+@flow(name="rootstep-pipeline", persist_result=False)
 def pipeline(
     frameworks: list[str] | None = None,
     benchmarks: dict[str, int | None] | None = None,

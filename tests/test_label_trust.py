@@ -72,7 +72,7 @@ def replayer(run: Trajectory, task: Task, rest: Callable[[list[Step], Interventi
 def test_reformatting_the_answer_step_is_not_a_label_but_verifier_suspect():
     # the writer's answer is right ("1") but written as a sentence the math verifier cannot read
     run = run_of(MATH, [("user", "human", MATH.prompt), ("solver", "agent", "x-1 >= 0 and x != 2, so x >= 1: x = 1 works."),
-                        ("writer", "agent", "We are done: the smallest such integer is 1.")])
+                        ("writer", "agent", "We are done: x = 1 is the smallest such integer.")])
     assert run.success is False and run.verdict.details.get("suspect") is None  # not caught before the search
     analyzer, prompts = scripted("trust-reformat", [
         json.dumps({"mistake_step": 2, "mistake_agent": "writer",

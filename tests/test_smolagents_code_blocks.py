@@ -59,6 +59,20 @@ def test_a_code_tag_block_is_a_python_block_and_the_prose_around_it_is_not():
     assert "</code>" not in block.code and "<code>" not in block.code
 
 
+@pytest.mark.parametrize("text", [
+    "Thought: sum them.\n<code>\nprint(1 + 2)\n</code>",
+    "Thought: sum them.\n<code>\n```python\nprint(1 + 2)\n```\n</code>",
+    "Sum them:\n```python\nprint(1 + 2)\n```\nDone.",
+    "Thought: sum them.\n<code>\nprint(1 + 2)\n",  # as generated: smolagents stops at `</code>`
+])
+def test_a_blocks_code_sits_where_it_says(text):
+    """`code_at` is where the code is written in the text, what a perturbation edits in place."""
+    [block] = code_blocks(text)
+    start, end = block.code_at
+    assert text[start:end].strip("\n") == block.code.strip("\n") == "print(1 + 2)"
+    assert block.start <= start <= end <= block.end
+
+
 def test_the_reply_as_generated_without_its_closing_tag_runs_to_the_end():
     raw = json.loads((GOLDEN / "smolagents-mbppplus-wrong.json").read_text())["replies"][0]["content"]
     assert [b.code for b in code_blocks(raw)] == [b.code for b in code_blocks(MBPP_282)]
