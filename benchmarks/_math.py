@@ -262,6 +262,11 @@ def math_equal(answer: str, truth: str, *, timeout: float = 5.0) -> tuple[bool, 
     details: dict[str, Any] = {"normalized_answer": na, "normalized_truth": nt}
     if na == nt:
         return True, details | {"decided_by": "normalized string"}
+    if re.fullmatch(r"\[[^\[\]]+\]", na) and not re.fullmatch(r"[(\[].*[)\]]", nt):
+        na = na[1:-1]  # a list of solutions, as sympy's `solve` prints it (`[10]`), where the answer is no interval
+        details["unwrapped_list"] = True
+        if na == nt:
+            return True, details | {"decided_by": "normalized string"}
     bracketed = bool(re.fullmatch(r"[(\[].*[)\]]", nt)) and bool(re.fullmatch(r"[(\[].*[)\]]", na))
     if bracketed and na[0] == nt[0] and na[-1] == nt[-1] and "," in nt:
         pa, pt = _split_top_level(na[1:-1]), _split_top_level(nt[1:-1])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rootstep.benchmarks import extract_math_answer, get_verifier, last_boxed, load_tasks, normalize_latex, verify
-from rootstep.benchmarks._math import call_with_timeout, sympy_equal, to_sympy
+from rootstep.benchmarks._math import call_with_timeout, math_equal, sympy_equal, to_sympy
 from rootstep.model import Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
@@ -207,3 +207,16 @@ def test_a_mixed_number_is_read_as_its_value() -> None:
     assert verify(tasks["test/geometry/826.json"], "\\boxed{1.8}").success
     assert verify(task("-2\\frac{1}{2}"), "\\boxed{-2.5}").success
     assert normalize_latex("2 \\frac{x}{y}") == "2\\frac{x}{y}"  # not whole numbers: not a mixed number
+
+
+@pytest.mark.parametrize("answer, truth, same", [
+    ("[10]", "10", True),  # AG2's coder on MATH-500 intermediate_algebra/101 (seed-47 slice): `print(sp.solve(...))`
+    ("[2, 5]", "2, 5", True),
+    ("[5, 2]", "2, 5", True),
+    ("[2, 5]", "2", False),
+    ("[2, 5]", "[2, 5]", True),
+    ("[2, 5]", "(2, 5)", False),  # an open interval is not the list of its ends
+    ("[9]", "10", False),
+])
+def test_a_printed_list_of_solutions_is_its_solutions(answer, truth, same):
+    assert math_equal(answer, truth)[0] is same
