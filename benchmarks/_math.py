@@ -256,18 +256,22 @@ def _split_top_level(s: str) -> list[str]:
     return parts
 
 
+_BRACKETED = re.compile(r"[(\[].*[)\]]")
+"""A tuple, list or interval: `(1, 2)`, `[0, 3)`."""
+
+
 def math_equal(answer: str, truth: str, *, timeout: float = 5.0) -> tuple[bool, dict[str, Any]]:
     """Are two MATH answers the same (after normalisation, element-wise, or by sympy)?"""
     na, nt = normalize_latex(answer), normalize_latex(truth)
     details: dict[str, Any] = {"normalized_answer": na, "normalized_truth": nt}
     if na == nt:
         return True, details | {"decided_by": "normalized string"}
-    if re.fullmatch(r"\[[^\[\]]+\]", na) and not re.fullmatch(r"[(\[].*[)\]]", nt):
+    if re.fullmatch(r"\[[^\[\]]+\]", na) and not _BRACKETED.fullmatch(nt):
         na = na[1:-1]  # a list of solutions, as sympy's `solve` prints it (`[10]`), where the answer is no interval
         details["unwrapped_list"] = True
         if na == nt:
             return True, details | {"decided_by": "normalized string"}
-    bracketed = bool(re.fullmatch(r"[(\[].*[)\]]", nt)) and bool(re.fullmatch(r"[(\[].*[)\]]", na))
+    bracketed = bool(_BRACKETED.fullmatch(nt)) and bool(_BRACKETED.fullmatch(na))
     if bracketed and na[0] == nt[0] and na[-1] == nt[-1] and "," in nt:
         pa, pt = _split_top_level(na[1:-1]), _split_top_level(nt[1:-1])
         ordered = True

@@ -156,15 +156,10 @@ class PipelineReport(BaseModel):
 
 def left_out(session: Session, run_ids: list[str]) -> list[LeftOut]:
     """The failures among `run_ids` whose verdict is suspect and that have no counterfactual annotation."""
-    if not run_ids:
-        return []
-    marks = ", ".join("?" for _ in run_ids)
+    from rootstep.warehouse import suspect_left_out
+
     with session.lock:
-        rows = session.warehouse.rows(
-            f"SELECT v.run_id, v.framework, v.task_id, v.reason FROM verdict_suspect v WHERE v.run_id IN ({marks}) "
-            "AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.run_id = v.run_id AND a.method = 'counterfactual') "
-            "ORDER BY v.framework, v.task_id", run_ids)
-    return [LeftOut.model_validate(r) for r in rows]
+        return [LeftOut.model_validate(r) for r in suspect_left_out(session.warehouse, run_ids)]
 
 
 @flow(name="rootstep-pipeline", persist_result=False)

@@ -10,7 +10,7 @@ before they moved keep loading).
 
 from ._catalog import PUBLIC_VIEWS, view_statements
 from ._schemas import PARTITION_COLUMNS, SCHEMAS, annotation_from_row, llm_call_from_row
-from ._queues import counterfactual_queue, inject_queue, recheck_queue
+from ._queues import counterfactual_queue, inject_queue, recheck_queue, suspect_left_out
 from ._store import DEFAULT_LOCATION, Warehouse, WriteReport, default_location
 from .export import write_jsonl, write_parquet, write_text
 
@@ -42,6 +42,7 @@ __all__ = [
     "inject_queue",
     "llm_call_from_row",
     "recheck_queue",
+    "suspect_left_out",
     "view_statements",
     "write_jsonl",
     "write_parquet",

@@ -4,7 +4,9 @@
   yet (a verified label, an `unresolved` or a `verifier_suspect` record take a run out of the queue), and
   not those whose verdict is suspect (the `verdict_suspect` view) unless asked;
 * `inject_queue`: successes not injected yet (a success that resisted every corruption has a record);
-* `recheck_queue`: counterfactual labels not re-checked yet.
+* `recheck_queue`: counterfactual labels not re-checked yet;
+* `suspect_left_out`: the failures `counterfactual_queue` leaves out as suspect verdicts, with their reasons (no
+  annotation records them: the pipeline's summary names them).
 Each is restricted to runs `rootstep` collected (`source = 'rootstep'`: an imported run cannot be replayed)
 and to the frameworks, benchmarks and run ids asked for. Callers sharing a warehouse between threads hold
 their lock around a call.
@@ -74,3 +76,13 @@ def recheck_queue(wh: Warehouse, frameworks: Sequence[str] | None = None, benchm
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     return [annotation_from_row(row) for row in wh.rows(sql, params)]
+
+
+def suspect_left_out(wh: Warehouse, run_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Failures in scope whose verdict is suspect and that have no counterfactual annotation (`run_id`, `framework`,
+    `task_id`, `reason`): what `counterfactual_queue` without `include_suspect` leaves out."""
+    where, params = _scope("r", None, None, run_ids)
+    sql = (f"SELECT v.run_id, v.framework, v.task_id, v.reason FROM verdict_suspect v JOIN runs r ON r.id = v.run_id "
+           f"WHERE {where} AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.run_id = v.run_id "
+           "AND a.method = 'counterfactual') ORDER BY v.framework, v.task_id")
+    return wh.rows(sql, params)
