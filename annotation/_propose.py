@@ -292,6 +292,26 @@ def answer_step(trajectory: Trajectory, answer_agents: Sequence[str] = ()) -> St
     return agent_steps[-1] if agent_steps else None
 
 
+def _without_blocks(text: str) -> str:
+    """`text` with its code blocks (fences and `<code>` blocks, of any language) left out: its prose."""
+    kept, at = [], 0
+    for block in code_blocks(text):
+        kept.append(text[at:block.start])
+        at = block.end
+    return "".join(kept) + text[at:]
+
+
+def _claimed_output(text: str, output: str) -> str:
+    """`text` (prose between or after a step's Python blocks) with each ```output block, the model's claim of what
+    the program printed, made what the corrected program prints (`output`)."""
+    kept, at = [], 0
+    for block in code_blocks(text):
+        if block.language == "output" and not block.tagged:
+            kept.append(text[at:block.code_at[0]] + output.rstrip("\n") + "\n")
+            at = block.code_at[1]
+    return "".join(kept) + text[at:]
+
+
 def same_text(a: str, b: str) -> bool:
     """Equal once whitespace is normalised: such a 'change' would replay the run unchanged."""
     return " ".join(a.split()) == " ".join(b.split())
@@ -1256,13 +1276,14 @@ class FixProposer:
             return None
         return self.replaced(step.content, marked[0], truth, lambda fixed: fixed)
 
-    def replaced(self, text: str, span: str, truth: str, as_step: Callable[[str], str]) -> str | None:
+    def replaced(self, text: str, span: str, truth: str, as_step: Callable[[str], str],
+                 check: Callable[[str], Verdict | None] | None = None) -> str | None:
         """`as_step(text with one of the last occurrences of `span` replaced by `truth`)` for the first occurrence, from
-        the last, whose result the verifier accepts (`stated`); None when none does."""
+        the last, whose result the verifier accepts (`check`, by default `stated`); None when none does."""
         at = [m.start() for m in re.finditer(re.escape(span), text)]
         for start in reversed(at[-5:]):  # the span as it is marked: `\boxed{28}. So Ahito ran 28 miles` has two 28s
             fixed = as_step(text[:start] + truth + text[start + len(span):])
-            verdict = self.stated(fixed)
+            verdict = (check or self.stated)(fixed)
             if verdict is not None and verdict.success:
                 return fixed
         return None
@@ -1287,16 +1308,37 @@ class FixProposer:
             program = blocks[0].written(f"print({output!r})")
             kept = text[:blocks[0].start] + program
             for before, after in zip(blocks, blocks[1:]):
-                kept += text[before.end:after.start]
-            return kept + text[blocks[-1].end:]
+                kept += _claimed_output(text[before.end:after.start], output)
+            return kept + _claimed_output(text[blocks[-1].end:], output)
 
         spans = [wrong, *(s for s, _ in answer_spans(printed) if s != wrong)]
         for span in spans:
             if span and span in printed:
                 fixed = self.replaced(printed, span, truth, as_step)
                 if fixed is not None:
-                    return fixed
+                    return self.prose_corrected(fixed, truth)
         return None
+
+    def prose_corrected(self, text: str, truth: str) -> str:
+        """`text`, whose program now prints the right answer, with the wrong answer its prose still marks (a box, an
+        `Answer:` line, an answer phrase, read with the code left out) replaced by `truth` too, an occurrence from
+        the last at a time (`replaced`), at most three answers. A corrected program under a prose box of the old
+        answer is a step that contradicts itself, and the next agent copies the box: on the seed-53 slice
+        (2026-12-04) AG2 MATH-500 precalculus/356's critic step 3, given `print('y = -2x')` under its
+        `\\boxed{y = 2x + y}`, was carried on wrong by the coder, and the label went to the coder's restatement."""
+        def prose(t: str) -> Verdict | None:
+            return self.stated(_without_blocks(t))
+
+        for _ in range(3):
+            verdict = prose(text)
+            wrong = None if verdict is None or verdict.success else verdict.details.get("extracted")
+            if not wrong or str(wrong) not in text:
+                return text
+            fixed = self.replaced(text, str(wrong), truth, lambda t: t, check=prose)
+            if fixed is None:
+                return text
+            text = fixed
+        return text
 
     def first_stated(self, step: Step, passed: Collection[int] = ()) -> bool:
         """`step` states a wrong answer (`wrong_answer`) that no earlier step stated or printed (`same_answer`

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from rootstep.model import Step, Task, Verdict
 
 from ._answer import _bare_answer_line, answer_spans
-from ._code import extract_code
+from ._code import extract_code, writes
 from ._program_output import RunProgram, program_output
 
 Verify = Callable[[Task, "str | None"], Verdict]
@@ -211,9 +211,14 @@ def gives_answer(task: Task, text: str, run_program: RunProgram | None = None) -
     """Whether `text` states an answer to the task: code (code tasks), or a final-answer span (a box, an
     `Answer:` line, an answer phrase, GSM8K's `####`, a bare value as the last line). A plan, a delegation,
     a review or a partial computation states none. With `run_program` (math and QA), a text whose fenced
-    Python prints something gives an answer too: what it prints (`program_output`)."""
+    Python prints something gives an answer too: what it prints (`program_output`). Code tasks: a program, or
+    the task's function written out in pseudo-code (`writes`: `function make_a_pile(n):` in a ```plaintext
+    block), a wrong version of it, as the searches' `failing_code` reads it; on the seed-53 slice (2026-12-04)
+    AgentPrune's analyst designed HumanEval/100 so, with the wrong rule, and its correction to the reference
+    solution was refused as handing the answer over, leaving the first step open."""
     if _is_code(task):
-        return code_key(text, task.metadata.get("entry_point")) is not None
+        entry = task.metadata.get("entry_point")
+        return code_key(text, entry) is not None or writes(extract_code(text, entry)[0], entry)
     if "####" in text or any(method != "whole" or _bare_answer_line(span) for span, method in answer_spans(text)):
         return True
     return program_output(text, run_program) is not None

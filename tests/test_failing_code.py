@@ -10,6 +10,7 @@ The task is MBPP 310 from the shared data, verified by the real `code_tests` ver
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -339,3 +340,33 @@ def test_pseudo_code_of_the_function_is_failing_code_and_gets_the_reference():
     assert proposer.failing_code(fixed) is None  # the correction passes the tests
     plan = analyst.model_copy(update={"content": "Split into groups of three and rotate each group back."})
     assert proposer.failing_code(plan.content) is None and proposer.from_reference(plan) is None  # no code: asked
+
+
+def test_pseudo_code_of_the_function_is_the_steps_own_answer_so_its_reference_correction_is_no_leak():
+    """AgentPrune on HumanEval/100 (slice of 2026-12-04, seed 53): the analyst's step 1 writes `make_a_pile` as
+    ```plaintext pseudo-code with the wrong rule (an odd level plus 1); its correction to the reference solution was
+    refused as an answer leak ("the step states no answer"), so step 1 was left open and the inspector's label at
+    step 2 stayed `unproven_earliest`. Pseudo-code of the function is a wrong answer of the step's own: correcting it
+    hands nothing over."""
+    from rootstep.annotation import Meter, TaskContext
+    from rootstep.annotation._propose import FixProposer
+    from rootstep.benchmarks._suspect import answer_leak, gives_answer
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "agentprune_humanevalplus_100.json").read_text())
+    he = next(t for t in load_tasks("humanevalplus") if t.task_id == data["task_id"])
+    steps = [Step.model_validate(s) for s in data["steps"]]
+    analyst, inspector = steps[1], steps[2]
+    assert "```plaintext\nfunction make_a_pile(n):" in analyst.content
+    sandbox = get_sandbox("local", allow_local=True)
+    check = lambda t, a: verify(t, a, sandbox=sandbox)  # noqa: E731
+    run = Trajectory(framework="agentprune", benchmark="humanevalplus", task_id=he.task_id, question=he.prompt,
+                     steps=steps, final_answer=inspector.content, recording=Recording(gateway_run_id="real", task=he))
+    proposer = FixProposer(run, None, TaskContext(question=he.prompt, task=he), lambda *a, **k: "", Meter(Budget()),
+                           [], [], 24_000, check, None, None)
+    assert gives_answer(he, analyst.content)
+    fixed = proposer.from_reference(analyst)
+    assert fixed is not None and answer_leak(he, analyst.content, fixed, check) is None
+    found = proposer.referenced(analyst, set(), "earlier")
+    assert found is not None and (found.step, found.written) == (1, "reference")
+    plan = "Start with n stones and add 2 for every next level."  # a plan in prose states no answer
+    assert not gives_answer(he, plan) and answer_leak(he, plan, fixed, check) is not None

@@ -136,3 +136,30 @@ def test_a_failed_grounded_correction_leaves_the_search_to_the_analyzer(runner):
     tested = prompts[0][prompts[0].index("CORRECTIONS ALREADY TESTED"):]  # the ranked question shows the failed correction
     assert tested.splitlines()[1].startswith("- step 1 (coder): fix") and "still failed" in tested
     assert result.annotation.status == "unresolved"
+
+
+def test_a_corrected_program_gets_its_claimed_output_and_its_prose_box_corrected_too(runner):
+    """AG2 on MATH-500 precalculus/356 (seed-53 slice, 2026-12-04; tests/fixtures/real_runs/ag2_math500_precalculus_356.json):
+    the critic's step 3 is a sympy program printing the projection (`y = 4*x/5 + ...`), a hallucinated ```output
+    block and a prose `\\boxed{y = 2x + y}`. Its correction replaced only the program (`print('y = -2x')`): the box
+    still gave the old answer, the 0.5B coder copied it at step 4, the correction "failed", and the label went to the
+    coder's restatement at step 4. The corrected step states the right answer everywhere it states one."""
+    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "ag2_math500_precalculus_356.json").read_text())
+    task = Task.model_validate(data["task"])
+    steps = [Step.model_validate(s) for s in data["steps"]]
+    run = Trajectory(framework="ag2", benchmark="math500", task_id=task.task_id, question=task.prompt,
+                     ground_truth=task.ground_truth, steps=steps, final_answer=data["final_answer"],
+                     verdict=verify(task, data["final_answer"]), recording=Recording(gateway_run_id="real", task=task))
+    p = proposer(run, runner, task)
+    critic = steps[3]
+    assert "\\boxed{y = 2x + y}" in critic.content and "```output\ny = 2x + y" in critic.content
+    assert p.wrong_answer(critic.content) is not None and p.first_stated(critic)
+    fixed = p.from_answer(critic)
+    assert fixed is not None
+    [block] = [b for b in code_blocks(fixed) if b.python]
+    assert block.code.strip() == "print('y = -2x')"
+    assert "\\boxed{y = -2x}" in fixed and "2x + y" not in fixed  # the prose box and the claimed output follow the program
+    assert fixed.startswith("```python\n") and p.fix_problem(critic, fixed) is None
+    prose_only = "The equation of the line is \\(\\boxed{y = 2x + y}\\)."
+    assert p.prose_corrected(prose_only, "y = -2x") == "The equation of the line is \\(\\boxed{y = -2x}\\)."
+    assert p.prose_corrected("No answer stated here.", "y = -2x") == "No answer stated here."
