@@ -46,6 +46,7 @@ from rootstep.benchmarks import (
     same_answer,
     task_functions,
     verify_quietly,
+    without_code,
     writes,
 )
 from rootstep.model import (Annotation, Asked, Step, Task, Trajectory, Usage, Verdict, collapse_loop, loop_period,
@@ -290,15 +291,6 @@ def answer_step(trajectory: Trajectory, answer_agents: Sequence[str] = ()) -> St
             if s.content.strip() and (final in s.content or s.content.strip() in final):
                 return s
     return agent_steps[-1] if agent_steps else None
-
-
-def _without_blocks(text: str) -> str:
-    """`text` with its code blocks (fences and `<code>` blocks, of any language) left out: its prose."""
-    kept, at = [], 0
-    for block in code_blocks(text):
-        kept.append(text[at:block.start])
-        at = block.end
-    return "".join(kept) + text[at:]
 
 
 def _claimed_output(text: str, output: str) -> str:
@@ -1327,12 +1319,12 @@ class FixProposer:
         (2026-12-04) AG2 MATH-500 precalculus/356's critic step 3, given `print('y = -2x')` under its
         `\\boxed{y = 2x + y}`, was carried on wrong by the coder, and the label went to the coder's restatement."""
         def prose(t: str) -> Verdict | None:
-            return self.stated(_without_blocks(t))
+            return self.stated(without_code(t))
 
         for _ in range(3):
             verdict = prose(text)
             wrong = None if verdict is None or verdict.success else verdict.details.get("extracted")
-            if not wrong or str(wrong) not in text:
+            if not wrong:
                 return text
             fixed = self.replaced(text, str(wrong), truth, lambda t: t, check=prose)
             if fixed is None:

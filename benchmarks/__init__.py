@@ -23,6 +23,7 @@ from ._answer import (
     printed_output,
     program_answer,
     team_answer,
+    without_code,
 )
 from ._bfcl import (
     CallStep,
@@ -152,5 +153,6 @@ __all__ = [
     "verifier_info",
     "verify",
     "visible_tests",
+    "without_code",
     "writes",
 ]

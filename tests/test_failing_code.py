@@ -311,28 +311,33 @@ def test_the_scan_corrects_an_earlier_failing_step_from_the_reference_and_leaves
     assert found is None and len(prompts) == 2 and "wrong_code" not in (why or "")
 
 
+def recorded_agentprune(fixture: str) -> tuple[Task, list[Step], Any, Any]:
+    """A recorded AgentPrune HumanEval+ run (tests/fixtures/real_runs/`fixture`): its task, its steps, a proposer over
+    it with the real `code_tests` verifier on a local sandbox, and that verifier."""
+    from rootstep.annotation import Meter, TaskContext
+    from rootstep.annotation._propose import FixProposer
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / fixture).read_text())
+    he = next(t for t in load_tasks("humanevalplus") if t.task_id == data["task_id"])
+    steps = [Step.model_validate(s) for s in data["steps"]]
+    sandbox = get_sandbox("local", allow_local=True)
+    check = lambda t, a: verify(t, a, sandbox=sandbox)  # noqa: E731
+    run = Trajectory(framework="agentprune", benchmark="humanevalplus", task_id=he.task_id, question=he.prompt,
+                     steps=steps, final_answer=steps[2].content, recording=Recording(gateway_run_id="real", task=he))
+    proposer = FixProposer(run, None, TaskContext(question=he.prompt, task=he), lambda *a, **k: "", Meter(Budget()),
+                           [], [], 24_000, check, None, None)
+    return he, steps, proposer, check
+
+
 def test_pseudo_code_of_the_function_is_failing_code_and_gets_the_reference():
     """AgentPrune on HumanEval/38 (slice of 2026-11-30, seed 23): the analyst's step 1 designs `decode_cyclic` as
     `function decode_cyclic(s: str):` with the encoder's body, a wrong version of the task's function that no Python
     parser reads; its prose fix was replayed and failed, and the inspector's failing Python at step 2, given the
     reference solution, flipped and took the label. Pseudo-code of the function is judged as failing code, so the
     analyst's step gets the same correction first (its block replaced, its prose kept)."""
-    from pathlib import Path
-
-    from rootstep.annotation import Meter, TaskContext
-    from rootstep.annotation._propose import FixProposer
-
-    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "agentprune_humanevalplus_38.json").read_text())
-    he = next(t for t in load_tasks("humanevalplus") if t.task_id == data["task_id"])
-    steps = [Step.model_validate(s) for s in data["steps"]]
-    analyst, inspector = steps[1], steps[2]
+    he, steps, proposer, _ = recorded_agentprune("agentprune_humanevalplus_38.json")
+    analyst = steps[1]
     assert "function decode_cyclic(s: str):" in analyst.content
-    sandbox = get_sandbox("local", allow_local=True)
-    run = Trajectory(framework="agentprune", benchmark="humanevalplus", task_id=he.task_id, question=he.prompt,
-                     steps=steps, final_answer=inspector.content,
-                     recording=Recording(gateway_run_id="real", task=he))
-    proposer = FixProposer(run, None, TaskContext(question=he.prompt, task=he), lambda *a, **k: "", Meter(Budget()),
-                           [], [], 24_000, lambda t, a: verify(t, a, sandbox=sandbox), None, None)
     assert proposer.failing_code(analyst.content) is not None
     fixed = proposer.from_reference(analyst)
     assert fixed is not None and "function decode_cyclic" not in fixed and he.metadata["reference_solution"].strip() in fixed
@@ -348,21 +353,11 @@ def test_pseudo_code_of_the_function_is_the_steps_own_answer_so_its_reference_co
     refused as an answer leak ("the step states no answer"), so step 1 was left open and the inspector's label at
     step 2 stayed `unproven_earliest`. Pseudo-code of the function is a wrong answer of the step's own: correcting it
     hands nothing over."""
-    from rootstep.annotation import Meter, TaskContext
-    from rootstep.annotation._propose import FixProposer
     from rootstep.benchmarks._suspect import answer_leak, gives_answer
 
-    data = json.loads((Path(__file__).parent / "fixtures" / "real_runs" / "agentprune_humanevalplus_100.json").read_text())
-    he = next(t for t in load_tasks("humanevalplus") if t.task_id == data["task_id"])
-    steps = [Step.model_validate(s) for s in data["steps"]]
-    analyst, inspector = steps[1], steps[2]
+    he, steps, proposer, check = recorded_agentprune("agentprune_humanevalplus_100.json")
+    analyst = steps[1]
     assert "```plaintext\nfunction make_a_pile(n):" in analyst.content
-    sandbox = get_sandbox("local", allow_local=True)
-    check = lambda t, a: verify(t, a, sandbox=sandbox)  # noqa: E731
-    run = Trajectory(framework="agentprune", benchmark="humanevalplus", task_id=he.task_id, question=he.prompt,
-                     steps=steps, final_answer=inspector.content, recording=Recording(gateway_run_id="real", task=he))
-    proposer = FixProposer(run, None, TaskContext(question=he.prompt, task=he), lambda *a, **k: "", Meter(Budget()),
-                           [], [], 24_000, check, None, None)
     assert gives_answer(he, analyst.content)
     fixed = proposer.from_reference(analyst)
     assert fixed is not None and answer_leak(he, analyst.content, fixed, check) is None
